@@ -1,0 +1,186 @@
+"""Typed pipeline parameters.
+
+`params.yaml` is the single source of truth for parameters and paths; this module turns
+its parsed content into validated pydantic models. Unknown keys are errors (with a
+did-you-mean), so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pucl.errors import ParamsError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BaseParams(_Section):
+    seed: int = Field(0, ge=0, description="seed of every random choice of the method")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = Field(2, ge=1, description="torch intra-op threads")
+
+
+class PathsParams(_Section):
+    data_root: str = "data/raw"
+    split: str = "data/split"
+    prior: str = "data/prior"
+    pretrain: str = "data/pretrain"
+    pupl: str = "data/pupl"
+    classifier: str = "data/classifier"
+    evaluate: str = "data/evaluate"
+
+
+class TrackingParams(_Section):
+    uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite in root)")
+    experiment: str = "pucl"
+
+
+class DataParams(_Section):
+    dataset: str = "mnist5k"
+    task: str = "mnist-i"
+    test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
+    seed: int = Field(0, ge=0, description="seed of the train/test split (fixed across runs)")
+
+
+class SplitParams(_Section):
+    n_p: int = Field(500, ge=1, description="number of labelled positives")
+    scenario: Literal["case_control", "single_dataset"] = "case_control"
+    prior: float | None = Field(None, gt=0.0, lt=1.0, description="subsample U to this prior")
+
+
+class PriorParams(_Section):
+    method: Literal["km2", "km1", "given", "oracle"] = "km2"
+    value: float | None = Field(None, gt=0.0, lt=1.0, description="the prior, for method=given")
+    pca_dim: int = Field(50, ge=1)
+    max_per_side: int = Field(2000, ge=10)
+    bandwidth_multipliers: list[float] = Field(
+        default_factory=lambda: [round(0.1 * 10 ** (k / 8), 4) for k in range(17)]
+    )
+    lambda_max: float = Field(8.0, gt=1.0)
+    epsilon: float = Field(0.04, gt=0.0, lt=1.0)
+
+    @field_validator("bandwidth_multipliers")
+    @classmethod
+    def _positive_grid(cls, v: list[float]) -> list[float]:
+        if not v or any((not math.isfinite(m)) or m <= 0 for m in v):
+            raise ValueError(f"must be a non-empty list of positive numbers, got {v}")
+        return v
+
+
+class AugmentParams(_Section):
+    degrees: float = Field(10.0, ge=0.0, le=180.0)
+    translate: float = Field(0.1, ge=0.0, le=0.5)
+    scale_min: float = Field(0.9, gt=0.0)
+    scale_max: float = Field(1.1, gt=0.0)
+    brightness: float = Field(0.2, ge=0.0, le=1.0)
+    contrast: float = Field(0.2, ge=0.0, le=1.0)
+
+
+class PretrainParams(_Section):
+    encoder: Literal["lenet5", "mlp"] = "lenet5"
+    loss: Literal["pucl", "sscl"] = "pucl"
+    temperature: float = Field(0.5, gt=0.0)
+    epochs: int = Field(50, ge=1)
+    batch_size: int = Field(512, ge=2)
+    lr: float = Field(2e-3, gt=0.0)
+    weight_decay: float = Field(1e-5, ge=0.0)
+    proj_dim: int = Field(128, ge=2)
+    proj_hidden: int = Field(256, ge=2)
+    augment: AugmentParams = AugmentParams()
+
+
+class PuplParams(_Section):
+    method: Literal["pu_kmeans", "prior_rank"] = "pu_kmeans"
+    features: Literal["projector", "encoder"] = "projector"
+    restarts: int = Field(50, ge=1)
+    max_iter: int = Field(100, ge=1)
+
+
+class ClassifierParams(_Section):
+    epochs: int = Field(100, ge=1)
+    lr: float = Field(1e-2, gt=0.0)
+    weight_decay: float = Field(1e-4, ge=0.0)
+    batch_size: int = Field(256, ge=1)
+
+
+class EvaluateParams(_Section):
+    knn_k: int = Field(20, ge=1)
+    embedding: Literal["tsne", "pca"] = "tsne"
+    embedding_points: int = Field(1000, ge=10)
+
+
+class Params(_Section):
+    base: BaseParams = BaseParams()
+    paths: PathsParams = PathsParams()
+    tracking: TrackingParams = TrackingParams()
+    data: DataParams = DataParams()
+    split: SplitParams = SplitParams()
+    prior: PriorParams = PriorParams()
+    pretrain: PretrainParams = PretrainParams()
+    pupl: PuplParams = PuplParams()
+    classifier: ClassifierParams = ClassifierParams()
+    evaluate: EvaluateParams = EvaluateParams()
+
+
+def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Names allowed at the parent of `loc`, for did-you-mean hints."""
+    for key in loc[:-1]:
+        field = model.model_fields.get(str(key))
+        if field is None or not (isinstance(field.annotation, type)
+                                 and issubclass(field.annotation, BaseModel)):
+            return []
+        model = field.annotation
+    return list(model.model_fields)
+
+
+def _describe(error: dict[str, Any]) -> str:
+    loc = tuple(error["loc"])
+    key = ".".join(str(p) for p in loc)
+    if error["type"] == "extra_forbidden":
+        allowed = _field_names(Params, loc)
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        return f"unknown parameter '{key}'{hint} (allowed here: {', '.join(allowed)})"
+    return f"invalid parameter '{key}' = {error.get('input')!r}: {error['msg']}"
+
+
+def parse_params(raw: dict[str, Any] | None) -> Params:
+    """Validate a parsed params mapping; raise ParamsError naming the first bad value."""
+    try:
+        return Params.model_validate(raw or {})
+    except ValidationError as exc:
+        raise ParamsError(_describe(exc.errors()[0])) from None
+
+
+def load_params(path: str | Path) -> Params:
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"params file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"params file {path} is not valid YAML: {exc}") from None
+    if raw is not None and not isinstance(raw, dict):
+        raise ParamsError(f"params file {path} must hold a mapping of sections")
+    return parse_params(raw)
+
+
+def flatten(section: BaseModel | dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'augment': {'degrees': 10}} -> {'prefix.augment.degrees': 10} (MLflow params)."""
+    data = section.model_dump() if isinstance(section, BaseModel) else section
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            flat.update(flatten(value, name))
+        else:
+            flat[name] = value
+    return flat

@@ -1,0 +1,65 @@
+"""Label-preserving augmentations applied to whole batches of tensors.
+
+One random affine map per image (rotation, translation, scale; no flips, which would
+change digits) via a single `affine_grid` + `grid_sample`, then per-image brightness and
+contrast jitter. Working on batches keeps the CPU on learning rather than on per-sample
+PIL calls; an explicit torch.Generator keeps it reproducible.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class AffineJitter:
+    degrees: float = 10.0
+    translate: float = 0.1
+    scale_min: float = 0.9
+    scale_max: float = 1.1
+    brightness: float = 0.2
+    contrast: float = 0.2
+
+    def __post_init__(self) -> None:
+        if not 0 < self.scale_min <= self.scale_max:
+            raise ValueError(
+                f"need 0 < scale_min <= scale_max, got {self.scale_min}, {self.scale_max}"
+            )
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """x: float [b, c, h, w] in [0, 1] -> augmented float [b, c, h, w] in [0, 1]."""
+        b = x.shape[0]
+
+        def uniform(lo: float, hi: float) -> torch.Tensor:
+            return lo + (hi - lo) * torch.rand(b, generator=generator, dtype=x.dtype)
+
+        angle = uniform(-self.degrees, self.degrees) * (math.pi / 180.0)
+        scale = uniform(self.scale_min, self.scale_max)
+        # affine_grid works in normalised coordinates [-1, 1]: a shift of t * width is 2t.
+        tx = uniform(-self.translate, self.translate) * 2.0
+        ty = uniform(-self.translate, self.translate) * 2.0
+        cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
+        theta = torch.stack(
+            [torch.stack([cos, -sin, tx], 1), torch.stack([sin, cos, ty], 1)], 1
+        )
+        grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+        out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+        bright = uniform(1 - self.brightness, 1 + self.brightness).view(b, 1, 1, 1)
+        contrast = uniform(1 - self.contrast, 1 + self.contrast).view(b, 1, 1, 1)
+        mean = out.mean(dim=(1, 2, 3), keepdim=True)
+        out = (out - mean) * contrast + mean
+        return (out * bright).clamp_(0.0, 1.0)
+
+
+def to_unit_float(x_uint8: torch.Tensor) -> torch.Tensor:
+    return x_uint8.to(torch.float32).div_(255.0)
+
+
+def normalize(x: torch.Tensor) -> torch.Tensor:
+    """Centre pixel values for the encoder ([0, 1] -> [-1, 1])."""
+    return x * 2.0 - 1.0

@@ -1,0 +1,74 @@
+"""Dataset registry: a name maps to a loader returning an `ImageData`.
+
+Loaders are pure functions of their options (no params.yaml); later datasets plug in
+with `@register("name", tasks=...)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pucl.errors import ParamsError
+
+
+@dataclass(frozen=True)
+class ImageData:
+    """Images as uint8 [n, c, h, w] with original integer class labels."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return tuple(self.x_train.shape[1:])  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    loader: Callable[..., ImageData]
+    tasks: tuple[str, ...]
+
+
+DATASETS: dict[str, DatasetSpec] = {}
+
+
+def register(name: str, tasks: tuple[str, ...]):
+    def wrap(loader: Callable[..., ImageData]) -> Callable[..., ImageData]:
+        DATASETS[name] = DatasetSpec(loader, tasks)
+        return loader
+
+    return wrap
+
+
+def dataset_spec(name: str) -> DatasetSpec:
+    try:
+        return DATASETS[name]
+    except KeyError:
+        raise ParamsError(
+            f"unknown dataset '{name}' (allowed: {', '.join(sorted(DATASETS))})"
+        ) from None
+
+
+def check_task(dataset: str, task: str) -> None:
+    spec = dataset_spec(dataset)
+    if task not in spec.tasks:
+        raise ParamsError(
+            f"task '{task}' is not defined for dataset '{dataset}' "
+            f"(allowed: {', '.join(spec.tasks)})"
+        )
+
+
+def load_dataset(name: str, **options) -> ImageData:
+    data = dataset_spec(name).loader(**options)
+    for part in ("x_train", "x_test"):
+        arr = getattr(data, part)
+        if arr.dtype != np.uint8 or arr.ndim != 4:
+            raise TypeError(f"{name} loader returned {part} {arr.dtype} {arr.shape}, "
+                            "expected uint8 [n, c, h, w]")
+    return data

@@ -1,0 +1,104 @@
+"""PU split (DESIGN section 2): labelled positives and the unlabeled set U.
+
+Scenarios:
+- case_control: U is the whole training set (it contains the labelled positives too),
+  as in the papers' code.
+- single_dataset: U is the training set minus the labelled positives.
+
+With `prior`, U is subsampled so that its fraction of positives equals that value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pucl.errors import DataError
+
+
+@dataclass(frozen=True)
+class PUSplit:
+    """Per training row: labelled (1) or not, and membership of U. Rows not used by the
+    split (dropped by prior subsampling) have both flags false."""
+
+    labeled: np.ndarray  # bool [n_train]
+    in_u: np.ndarray  # bool [n_train]
+
+    @property
+    def used(self) -> np.ndarray:
+        return self.labeled | self.in_u
+
+    def summary(self, y_binary: np.ndarray) -> dict[str, float | int]:
+        n_p = int(self.labeled.sum())
+        n_u = int(self.in_u.sum())
+        return {
+            "n_p": n_p,
+            "n_u": n_u,
+            "n_train": int(self.used.sum()),
+            "prior_u_true": float(y_binary[self.in_u].mean()) if n_u else float("nan"),
+            "gamma": n_p / n_u if n_u else float("inf"),
+        }
+
+
+def balanced_counts(n: int, classes: np.ndarray, rng: np.random.Generator) -> dict[int, int]:
+    """Spread n over classes as evenly as possible; a seeded choice gets the remainder."""
+    base, extra = divmod(n, len(classes))
+    lucky = set(rng.choice(classes, size=extra, replace=False).tolist()) if extra else set()
+    return {int(c): base + (1 if c in lucky else 0) for c in classes}
+
+
+def make_pu_split(
+    labels: np.ndarray,
+    positive_classes: tuple[int, ...],
+    n_p: int,
+    scenario: str,
+    rng: np.random.Generator,
+    prior: float | None = None,
+) -> PUSplit:
+    """Draw n_p labelled positives balanced over the positive classes, without replacement."""
+    if scenario not in ("case_control", "single_dataset"):
+        raise ValueError(f"scenario must be case_control or single_dataset, got {scenario!r}")
+    labels = np.asarray(labels)
+    y = np.isin(labels, positive_classes)
+    present = np.array(sorted(set(labels[y].tolist())), dtype=np.int64)
+    if len(present) == 0:
+        raise DataError("the training set holds no positive example of the task")
+    if n_p > int(y.sum()):
+        raise DataError(f"split.n_p = {n_p} exceeds the {int(y.sum())} training positives")
+
+    counts = balanced_counts(n_p, present, rng)
+    labeled = np.zeros(len(labels), dtype=bool)
+    for cls, k in counts.items():
+        pool = np.flatnonzero(labels == cls)
+        if k > len(pool):
+            raise DataError(
+                f"split.n_p = {n_p} needs {k} labelled examples of class {cls}, "
+                f"which has only {len(pool)}; allowed n_p here: at most "
+                f"{len(pool) * len(present)}"
+            )
+        labeled[rng.choice(pool, size=k, replace=False)] = True
+
+    candidates = np.ones(len(labels), dtype=bool)
+    if scenario == "single_dataset":
+        candidates &= ~labeled
+    in_u = candidates if prior is None else _subsample_to_prior(candidates, y, prior, rng)
+    if not in_u.any():
+        raise DataError("the unlabeled set U is empty")
+    return PUSplit(labeled=labeled, in_u=in_u)
+
+
+def _subsample_to_prior(
+    candidates: np.ndarray, y: np.ndarray, prior: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Largest subset of the candidates whose positive fraction is `prior`."""
+    pos = np.flatnonzero(candidates & y)
+    neg = np.flatnonzero(candidates & ~y)
+    n_pos = min(len(pos), int(np.floor(prior / (1 - prior) * len(neg))))
+    n_neg = min(len(neg), int(round(n_pos * (1 - prior) / prior)))
+    if n_pos == 0 or n_neg == 0:
+        raise DataError(f"split.prior = {prior} leaves U without positives or negatives")
+    keep = np.zeros_like(candidates)
+    keep[rng.choice(pos, size=n_pos, replace=False)] = True
+    keep[rng.choice(neg, size=n_neg, replace=False)] = True
+    return keep

@@ -1,0 +1,42 @@
+"""Binary PU tasks: which original classes are positive (paper 000, Appendix B.1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pucl.errors import ParamsError
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    positive: tuple[int, ...]
+    negative: tuple[int, ...] | None = None  # None: every class that is not positive
+
+    def keep(self, labels: np.ndarray) -> np.ndarray:
+        """Rows that take part in the task (tasks such as CIFAR-0 drop other classes)."""
+        if self.negative is None:
+            return np.ones(len(labels), dtype=bool)
+        return np.isin(labels, self.positive + self.negative)
+
+    def binarize(self, labels: np.ndarray) -> np.ndarray:
+        return np.isin(labels, self.positive).astype(np.int64)
+
+
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in [
+        Task("mnist-i", (0, 2, 4, 6, 8)),
+    ]
+}
+
+
+def get_task(name: str) -> Task:
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ParamsError(
+            f"unknown task '{name}' (allowed: {', '.join(sorted(TASKS))})"
+        ) from None

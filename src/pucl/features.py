@@ -1,0 +1,35 @@
+"""Frozen features of a trained model: encoder outputs g(x) or projections h(g(x))."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from pucl.data.augment import normalize, to_unit_float
+from pucl.models import ContrastiveModel
+
+
+@torch.no_grad()
+def embed(
+    model: ContrastiveModel,
+    images: np.ndarray | torch.Tensor,
+    which: str = "encoder",
+    device: torch.device | None = None,
+    batch_size: int = 1024,
+) -> np.ndarray:
+    """uint8 [n, c, h, w] -> float32 [n, d]. Projector outputs are L2-normalised (the
+    geometry the contrastive loss shapes)."""
+    if which not in ("encoder", "projector"):
+        raise ValueError(f"which must be 'encoder' or 'projector', got {which!r}")
+    device = device or torch.device("cpu")
+    model.eval().to(device)
+    x_all = torch.as_tensor(images)
+    out = []
+    for start in range(0, len(x_all), batch_size):
+        x = normalize(to_unit_float(x_all[start:start + batch_size])).to(device)
+        h = model.encoder(x)
+        if which == "projector":
+            h = F.normalize(model.head(h), dim=1)
+        out.append(h.cpu())
+    return torch.cat(out).numpy().astype(np.float32)

@@ -1,0 +1,5 @@
+"""Encoders and heads."""
+
+from pucl.models.encoders import ENCODERS, ContrastiveModel, ProjectionHead, make_encoder
+
+__all__ = ["ENCODERS", "ContrastiveModel", "ProjectionHead", "make_encoder"]

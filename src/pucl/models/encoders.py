@@ -1,0 +1,93 @@
+"""Encoders g(x) and the projection head h(.) of contrastive pretraining."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from pucl.errors import ParamsError
+
+
+class LeNet5(nn.Module):
+    """LeNet-5 with batch norm, for 1x28x28 or 1x32x32 inputs; 84-d features."""
+
+    def __init__(self, in_shape: tuple[int, int, int]):
+        super().__init__()
+        c, h, w = in_shape
+        if h < 20 or w < 20:
+            raise ParamsError(f"encoder lenet5 needs images of at least 20x20, got {h}x{w}")
+        self.features = nn.Sequential(
+            nn.Conv2d(c, 6, 5), nn.BatchNorm2d(6), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Flatten(),
+        )
+        def side(n: int) -> int:  # two (conv 5x5, max-pool 2) blocks
+            return ((n - 4) // 2 - 4) // 2
+
+        flat = 16 * side(h) * side(w)
+        self.fc = nn.Sequential(
+            nn.Linear(flat, 120), nn.BatchNorm1d(120), nn.ReLU(inplace=True),
+            nn.Linear(120, 84), nn.BatchNorm1d(84), nn.ReLU(inplace=True),
+        )
+        self.out_dim = 84
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x))
+
+
+class MLPEncoder(nn.Module):
+    """Flatten + two hidden layers; works for any input shape (images or tabular)."""
+
+    def __init__(self, in_shape: tuple[int, ...], hidden: int = 512, out_dim: int = 256):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(math.prod(in_shape), hidden), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True),
+            nn.Linear(hidden, out_dim), nn.BatchNorm1d(out_dim), nn.ReLU(inplace=True),
+        )
+        self.out_dim = out_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class ProjectionHead(nn.Module):
+    """Two linear layers with BN + ReLU between them (paper 000, section 9)."""
+
+    def __init__(self, in_dim: int, hidden: int = 256, out_dim: int = 128):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(in_dim, hidden), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True),
+            nn.Linear(hidden, out_dim),
+        )
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.net(h)
+
+
+ENCODERS = {"lenet5": LeNet5, "mlp": MLPEncoder}
+
+
+def make_encoder(name: str, in_shape: tuple[int, ...]) -> nn.Module:
+    try:
+        cls = ENCODERS[name]
+    except KeyError:
+        raise ParamsError(
+            f"unknown encoder '{name}' (allowed: {', '.join(sorted(ENCODERS))})"
+        ) from None
+    return cls(in_shape)
+
+
+class ContrastiveModel(nn.Module):
+    """Encoder + projection head; `embed` gives g(x), `forward` gives h(g(x))."""
+
+    def __init__(self, encoder_name: str, in_shape: tuple[int, ...], proj_hidden: int,
+                 proj_dim: int):
+        super().__init__()
+        self.encoder = make_encoder(encoder_name, in_shape)
+        self.head = ProjectionHead(self.encoder.out_dim, proj_hidden, proj_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x))

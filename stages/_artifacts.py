@@ -1,0 +1,46 @@
+"""Loading the models that stages hand to each other, with one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from pucl.classify import LinearHead
+from pucl.errors import DataError
+from pucl.models import ContrastiveModel
+
+
+def _load(path: Path, what: str, stage: str) -> dict:
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except FileNotFoundError:
+        raise DataError(f"missing input {path}: run the {stage} stage first") from None
+    except Exception as exc:
+        raise DataError(f"cannot read {what} {path}: {type(exc).__name__}: {exc}") from None
+    if not isinstance(saved, dict) or "state_dict" not in saved:
+        raise DataError(f"{path} is not a {what} written by the {stage} stage")
+    return saved
+
+
+def load_model(path: Path) -> ContrastiveModel:
+    """The pretrained encoder + projection head."""
+    saved = _load(path, "model", "pretrain")
+    try:
+        model = ContrastiveModel(saved["encoder"], tuple(saved["in_shape"]),
+                                 saved["proj_hidden"], saved["proj_dim"])
+        model.load_state_dict(saved["state_dict"])
+    except Exception as exc:
+        raise DataError(f"model {path} does not match its architecture: {exc}") from None
+    return model.eval()
+
+
+def load_head(path: Path) -> LinearHead:
+    """The downstream linear classifier."""
+    saved = _load(path, "classifier", "train_classifier")
+    try:
+        head = LinearHead(saved["dim"])
+        head.load_state_dict(saved["state_dict"])
+    except Exception as exc:
+        raise DataError(f"classifier {path} is inconsistent: {exc}") from None
+    return head.eval()

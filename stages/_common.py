@@ -1,0 +1,186 @@
+"""What every stage shares: params loading, atomic output writing, tracking, error exits.
+
+A stage module defines `run(ctx) -> dict` (reads its inputs, calls the core, writes its
+declared outputs through `ctx`) and `main()` = `execute(NAME, run)`. Flows call the same
+`execute`, so DVC and Prefect run identical code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pucl import tracking
+from pucl.config import Params, flatten, load_params
+from pucl.data import ImageData, check_task, get_task, load_dataset
+from pucl.errors import DataError, PuclError
+from pucl.runtime import configure
+
+PARAMS_ENV = "PUCL_PARAMS"
+DEBUG_ENV = "PUCL_DEBUG"
+
+# Which params sections each stage reads (mirrors `params:` in dvc.yaml).
+STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
+    "build_split": ("data", "split"),
+    "estimate_prior": ("data", "prior"),
+    "pretrain": ("data", "pretrain"),
+    "pupl_label": ("data", "pupl"),
+    "train_classifier": ("data", "classifier"),
+    "evaluate": ("data", "evaluate"),
+}
+
+
+@dataclass
+class StageContext:
+    name: str
+    params: Params
+    root: Path
+    run: tracking.Run
+    progress: bool = True
+
+    def path(self, section: str, filename: str) -> Path:
+        """An input or output file under the directory `paths.<section>`."""
+        return (self.root / getattr(self.params.paths, section) / filename).resolve()
+
+    def data(self) -> ImageData:
+        p = self.params
+        check_task(p.data.dataset, p.data.task)
+        return load_dataset(p.data.dataset, root=str(self.root / p.paths.data_root),
+                            test_fraction=p.data.test_fraction, seed=p.data.seed)
+
+    def task(self):
+        return get_task(self.params.data.task)
+
+    def manifest(self) -> pd.DataFrame:
+        return read_table(self.path("split", "manifest.parquet"))
+
+    def read_json(self, section: str, filename: str) -> dict:
+        path = self.path(section, filename)
+        try:
+            return json.loads(path.read_text())
+        except FileNotFoundError:
+            raise DataError(f"missing input {path}: run the stage that writes it first "
+                            "(pucl repro)") from None
+        except json.JSONDecodeError as exc:
+            raise DataError(f"input {path} is not valid JSON: {exc}") from None
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except FileNotFoundError:
+        raise DataError(f"missing input {path}: run the stage that writes it first "
+                        "(pucl repro)") from None
+    except Exception as exc:
+        raise DataError(f"cannot read {path}: {exc}") from None
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it over `path` only on success, so a
+    crash never leaves a half-written output."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def write_json(path: Path, data: dict) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(_jsonable(data), indent=2, sort_keys=True) + "\n")
+
+
+def write_table(path: Path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        if path.suffix == ".csv":
+            frame.to_csv(tmp, index=False)
+        else:
+            frame.to_parquet(tmp, index=False)
+
+
+def save_figure(path: Path, fig) -> None:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def params_path(root: Path) -> Path:
+    return Path(os.environ.get(PARAMS_ENV) or root / "params.yaml")
+
+
+def execute(name: str, run: Callable[[StageContext], dict], params: Params | None = None,
+            root: Path | None = None, progress: bool = True) -> dict:
+    """Validate params, open a tracked run, run the stage, log its outputs."""
+    root = (root or Path.cwd()).resolve()
+    params = params or load_params(params_path(root))
+    configure(params.base.seed, params.base.device, params.base.threads)
+    tracking_root = tracking.project_root(root)
+    uri = tracking.resolve_tracking_uri(params.tracking.uri, tracking_root)
+    tags = {"stage": name, "dataset": params.data.dataset, "task": params.data.task,
+            "seed": params.base.seed}
+    with tracking.tracked_run(name, params.tracking.experiment, uri, tracking_root,
+                              tags) as mlrun:
+        logged = {"base.seed": params.base.seed, "data.dataset": params.data.dataset,
+                  "data.task": params.data.task}
+        for section in STAGE_SECTIONS[name]:
+            logged.update(flatten(getattr(params, section), section))
+        mlrun.log_params(logged)
+        ctx = StageContext(name, params, root, mlrun, progress)
+        metrics = run(ctx)
+        mlrun.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+    return metrics
+
+
+def main_for(name: str, run: Callable[[StageContext], dict]) -> None:
+    """Command-line entry: one line on stderr and exit 2 for user errors, 1 otherwise."""
+    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    try:
+        execute(name, run)
+    except PuclError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"pucl {name}: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print(f"pucl {name}: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        print(f"pucl {name}: internal error: {type(exc).__name__}: {first} "
+              f"(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)
+        sys.exit(1)
+

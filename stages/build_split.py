@@ -1,0 +1,63 @@
+"""Stage build_split: the PU split of the training set, plus the labelled test split.
+
+Writes `manifest.parquet` (one row per used image: index into its split, split,
+pu = labelled positive, in_u = member of U, y = true binary label, label = original
+class; y and label are for evaluation only) and `summary.json`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pucl.data.split import make_pu_split
+from stages._common import StageContext, main_for, write_json, write_table
+
+NAME = "build_split"
+
+
+def run(ctx: StageContext) -> dict:
+    p = ctx.params
+    data = ctx.data()
+    task = ctx.task()
+    rng = np.random.default_rng(p.base.seed)
+
+    keep_train = np.flatnonzero(task.keep(data.y_train))
+    labels = data.y_train[keep_train]
+    split = make_pu_split(labels, task.positive, p.split.n_p, p.split.scenario, rng,
+                          prior=p.split.prior)
+    y = task.binarize(labels)
+    used = split.used
+    train = pd.DataFrame({
+        "index": keep_train[used], "split": "train",
+        "pu": split.labeled[used].astype(np.int8), "in_u": split.in_u[used],
+        "y": y[used].astype(np.int8), "label": labels[used],
+    })
+    keep_test = np.flatnonzero(task.keep(data.y_test))
+    test = pd.DataFrame({
+        "index": keep_test, "split": "test", "pu": np.int8(0), "in_u": False,
+        "y": task.binarize(data.y_test[keep_test]).astype(np.int8),
+        "label": data.y_test[keep_test],
+    })
+    manifest = pd.concat([train, test], ignore_index=True)
+    summary = {
+        **split.summary(y),
+        "n_test": len(test),
+        "prior_test_true": float(test["y"].mean()),
+        "scenario": p.split.scenario,
+        "dataset": p.data.dataset,
+        "task": p.data.task,
+    }
+    write_table(ctx.path("split", "manifest.parquet"), manifest)
+    write_json(ctx.path("split", "summary.json"), summary)
+    ctx.run.log_artifact(ctx.path("split", "summary.json"))
+    ctx.run.log_artifact(ctx.path("split", "manifest.parquet"))
+    return {k: v for k, v in summary.items() if isinstance(v, (int, float))}
+
+
+def main() -> None:
+    main_for(NAME, run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Stage evaluate: test metrics, oracle diagnostics, ROC curve and embedding map.
+
+`metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split;
+prior_estimate / prior_true / prior_abs_error; and two ORACLE diagnostics that read true
+training labels, which the method never sees: pseudo_label_accuracy (PUPL labels vs the
+truth on U) and knn_accuracy (kNN of frozen encoder features with true labels).
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from sklearn.decomposition import PCA  # noqa: E402
+from sklearn.manifold import TSNE  # noqa: E402
+
+from pucl.errors import DataError  # noqa: E402
+from pucl.features import embed  # noqa: E402
+from pucl.metrics import classification_metrics, knn_accuracy, roc_points  # noqa: E402
+from pucl.runtime import resolve_device  # noqa: E402
+from stages._artifacts import load_head, load_model  # noqa: E402
+from stages._common import (  # noqa: E402
+    StageContext,
+    main_for,
+    read_table,
+    save_figure,
+    write_json,
+    write_table,
+)
+
+NAME = "evaluate"
+
+
+def embedding_figure(points: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray, title: str):
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), sharex=True, sharey=True)
+    for ax, labels, name in ((axes[0], y_true, "true label"), (axes[1], y_pred, "predicted")):
+        for value, colour, text in ((0, "tab:blue", "negative"), (1, "tab:red", "positive")):
+            sel = labels == value
+            ax.scatter(points[sel, 0], points[sel, 1], s=6, c=colour, alpha=0.6, label=text)
+        ax.set_title(f"{title}: {name}")
+        ax.set_xticks([])
+        ax.set_yticks([])
+    axes[0].legend(loc="best", markerscale=3)
+    return fig
+
+
+def roc_figure(roc: dict, auc: float):
+    fig, ax = plt.subplots(figsize=(4.2, 4))
+    ax.plot(roc["fpr"], roc["tpr"], label=f"AUC = {auc:.4f}")
+    ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=0.8)
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", title="test ROC")
+    ax.legend(loc="lower right")
+    return fig
+
+
+def run(ctx: StageContext) -> dict:
+    p = ctx.params.evaluate
+    seed = ctx.params.base.seed
+    manifest = ctx.manifest()
+    train = manifest[manifest["split"] == "train"].reset_index(drop=True)
+    test = manifest[manifest["split"] == "test"].reset_index(drop=True)
+    if test.empty:
+        raise DataError("the split has no labelled test rows to evaluate on")
+    data = ctx.data()
+    device = resolve_device(ctx.params.base.device)
+    model = load_model(ctx.path("pretrain", "model.pt"))
+    head = load_head(ctx.path("classifier", "head.pt"))
+    f_test = embed(model, data.x_test[test["index"].to_numpy()], "encoder", device)
+    f_train = embed(model, data.x_train[train["index"].to_numpy()], "encoder", device)
+    y_test = test["y"].to_numpy().astype(np.int64)
+    score = head.positive_score(f_test)
+    metrics = classification_metrics(y_test, score)
+
+    prior = ctx.read_json("prior", "prior.json")
+    pseudo = read_table(ctx.path("pupl", "labels.parquet"))
+    pupl = ctx.read_json("pupl", "summary.json")
+    joined = train.merge(pseudo, on="index", how="left", validate="one_to_one")
+    in_u = joined["in_u"].to_numpy()
+    metrics.update({
+        "prior_estimate": prior["prior"],
+        "prior_true": prior["prior_true"],
+        "prior_abs_error": abs(prior["prior"] - prior["prior_true"]),
+        "pseudo_label_accuracy": float(
+            (joined.loc[in_u, "pseudo_label"] == joined.loc[in_u, "y"]).mean()),
+        "knn_accuracy": knn_accuracy(f_train, train["y"].to_numpy(), f_test, y_test, p.knn_k),
+        "kmeans_potential": pupl["potential"],
+        "n_test": len(test),
+    })
+
+    roc = roc_points(y_test, score)
+    write_table(ctx.path("evaluate", "roc.csv"), pd.DataFrame(roc))
+    save_figure(ctx.path("evaluate", "roc.png"), roc_figure(roc, metrics["roc_auc"]))
+
+    rng = np.random.default_rng(seed)
+    pick = np.sort(rng.choice(len(test), size=min(p.embedding_points, len(test)), replace=False))
+    if p.embedding == "tsne":
+        points = TSNE(n_components=2, init="pca", random_state=seed,
+                      perplexity=min(30.0, (len(pick) - 1) / 3)).fit_transform(f_test[pick])
+    else:
+        points = PCA(n_components=2, random_state=seed).fit_transform(f_test[pick])
+    fig = embedding_figure(points, y_test[pick], (score[pick] >= 0.5).astype(int),
+                           f"{p.embedding} of test encoder features")
+    save_figure(ctx.path("evaluate", "embedding.png"), fig)
+
+    write_json(ctx.path("evaluate", "metrics.json"), metrics)
+    for name in ("metrics.json", "roc.csv", "roc.png", "embedding.png"):
+        ctx.run.log_artifact(ctx.path("evaluate", name))
+    return metrics
+
+
+def main() -> None:
+    main_for(NAME, run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Stage pretrain: contrastive pretraining of encoder + projection head (DESIGN section 4).
+
+Outputs: `model.pt` (weights + architecture), `history.csv` (per-epoch loss, learning
+rate, images/s; a DVC plot), `loss.png`, and `checkpoint.pt`, a DVC `persist` output
+rewritten atomically after every epoch. A rerun whose params, seed and split match the
+checkpoint's fingerprint resumes from it (bit-identical to an uninterrupted run); any
+other checkpoint is ignored and training starts over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from pucl.data.augment import AffineJitter  # noqa: E402
+from pucl.losses import make_loss  # noqa: E402
+from pucl.models import ContrastiveModel  # noqa: E402
+from pucl.pretraining import EpochStats, PretrainSettings, train_contrastive  # noqa: E402
+from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
+from stages._common import (  # noqa: E402
+    StageContext,
+    atomic_path,
+    main_for,
+    save_figure,
+    write_table,
+)
+
+NAME = "pretrain"
+
+
+def fingerprint(ctx: StageContext, manifest: pd.DataFrame) -> str:
+    """What a resumable checkpoint must match: params that shape training + the split."""
+    p = ctx.params
+    key = {"pretrain": p.pretrain.model_dump(), "seed": p.base.seed, "data": p.data.model_dump(),
+           "manifest": hashlib.sha256(
+               pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
+           ).hexdigest()}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def load_resume_state(path, expected: str) -> dict | None:
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        print(f"pucl pretrain: ignoring unreadable checkpoint {path} ({type(exc).__name__}); "
+              "starting from epoch 0", file=sys.stderr)
+        return None
+    if not isinstance(state, dict) or state.get("fingerprint") != expected:
+        return None
+    print(f"pucl pretrain: resuming from {path} at epoch {state['epoch']}", file=sys.stderr)
+    return state
+
+
+def build_model(ctx: StageContext, in_shape) -> ContrastiveModel:
+    p = ctx.params.pretrain
+    return ContrastiveModel(p.encoder, tuple(in_shape), p.proj_hidden, p.proj_dim)
+
+
+def run(ctx: StageContext) -> dict:
+    p = ctx.params.pretrain
+    manifest = ctx.manifest()
+    train = manifest[manifest["split"] == "train"].reset_index(drop=True)
+    data = ctx.data()
+    images = torch.from_numpy(data.x_train[train["index"].to_numpy()])
+    is_labeled = torch.from_numpy(train["pu"].to_numpy() == 1)
+
+    torch.manual_seed(ctx.params.base.seed)  # weights initialise identically on every run
+    model = build_model(ctx, data.image_shape)
+    loss_fn = make_loss(p.loss, temperature=p.temperature)
+    augment = AffineJitter(**p.augment.model_dump())
+    settings = PretrainSettings(p.epochs, p.batch_size, p.lr, p.weight_decay)
+    checkpoint = ctx.path("pretrain", "checkpoint.pt")
+    fp = fingerprint(ctx, train)
+    resume = load_resume_state(checkpoint, fp)
+
+    def on_epoch(stats: EpochStats, state: dict) -> None:
+        with atomic_path(checkpoint) as tmp:
+            torch.save({**state, "fingerprint": fp}, tmp)
+        ctx.run.log_metrics({"loss": stats.loss, "lr": stats.lr,
+                             "images_per_s": stats.images_per_s}, step=stats.epoch)
+
+    history = train_contrastive(
+        model, loss_fn, images, is_labeled, augment, settings,
+        seeded_generator(ctx.params.base.seed), resolve_device(ctx.params.base.device),
+        resume=resume, on_epoch=on_epoch, progress=ctx.progress,
+    )
+    model_path = ctx.path("pretrain", "model.pt")
+    with atomic_path(model_path) as tmp:
+        torch.save({"state_dict": model.cpu().state_dict(), "encoder": p.encoder,
+                    "in_shape": list(data.image_shape), "proj_hidden": p.proj_hidden,
+                    "proj_dim": p.proj_dim, "loss": p.loss}, tmp)
+    frame = pd.DataFrame([h.to_dict() for h in history])
+    write_table(ctx.path("pretrain", "history.csv"), frame)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(frame["epoch"], frame["loss"], marker=".")
+    ax.set(xlabel="epoch", ylabel=f"{p.loss} loss", title="contrastive pretraining")
+    ax.grid(alpha=0.3)
+    save_figure(ctx.path("pretrain", "loss.png"), fig)
+    for name in ("history.csv", "loss.png", "model.pt"):
+        ctx.run.log_artifact(ctx.path("pretrain", name))
+    steady = frame["images_per_s"].iloc[1:] if len(frame) > 1 else frame["images_per_s"]
+    return {"final_loss": float(frame["loss"].iloc[-1]), "epochs": len(frame),
+            "images_per_s": float(steady.median()), "train_seconds": float(frame["seconds"].sum())}
+
+
+def main() -> None:
+    main_for(NAME, run)
+
+
+if __name__ == "__main__":
+    main()
