@@ -34,7 +34,8 @@ def run(ctx: StageContext) -> dict:
         rng = np.random.default_rng(ctx.params.base.seed)
         mix, comp = prepare_features(mixture / 255.0, component / 255.0, p.pca_dim,
                                      p.max_per_side, rng)
-        est = estimate_prior(mix, comp, p.bandwidth_multipliers, p.lambda_max, p.epsilon)
+        est = estimate_prior(mix, comp, p.bandwidth_multipliers, p.lambda_max, p.epsilon,
+                             refine_bandwidth=p.refine_bandwidth)
         report.update(est.to_dict())
         used = est.km2 if p.method == "km2" else est.km1
     elif p.method == "given":

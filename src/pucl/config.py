@@ -51,7 +51,7 @@ class DataParams(_Section):
 
 
 class SplitParams(_Section):
-    n_p: int = Field(500, ge=1, description="number of labelled positives")
+    n_p: int = Field(1000, ge=1, description="number of labelled positives")
     scenario: Literal["case_control", "single_dataset"] = "case_control"
     prior: float | None = Field(None, gt=0.0, lt=1.0, description="subsample U to this prior")
 
@@ -66,6 +66,7 @@ class PriorParams(_Section):
     )
     lambda_max: float = Field(8.0, gt=1.0)
     epsilon: float = Field(0.04, gt=0.0, lt=1.0)
+    refine_bandwidth: bool = True
 
     @field_validator("bandwidth_multipliers")
     @classmethod

@@ -49,7 +49,7 @@ def train_linear_head(
 ) -> tuple[LinearHead, list[float]]:
     """Train on (features [n, d], labels {0,1} [n]); returns the head and per-epoch loss."""
     x = torch.as_tensor(features, dtype=torch.float32)
-    y = torch.as_tensor(labels, dtype=torch.int64)
+    y = torch.as_tensor(np.array(labels, dtype=np.int64))
     head = LinearHead(x.shape[1])
     head.mean.copy_(x.mean(0))
     head.scale.copy_(x.std(0).clamp_min(1e-6))

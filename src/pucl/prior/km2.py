@@ -19,7 +19,10 @@ import numpy as np
 from scipy.spatial.distance import cdist
 from sklearn.decomposition import PCA
 
-from pucl.prior.qp import nearest_in_hull
+from pucl.prior.qp import nearest_in_hull, nearest_in_hull_lowrank
+
+
+NNLS_MAX_POINTS = 1500
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class PriorEstimate:
     n_mixture: int
     n_component: int
     qp_solves: int
+    qp_solver: str
     seconds: float
 
     def to_dict(self) -> dict:
@@ -62,22 +66,41 @@ def prepare_features(
 
 
 class DistanceCurve:
-    """d(lambda) for one kernel matrix, memoised, each QP warm-started from the solution
-    at the nearest lambda solved so far."""
+    """d(lambda) for one kernel matrix, memoised.
 
-    def __init__(self, K: np.ndarray, n_mixture: int, tol: float):
+    solver "nnls": NNLS on an eigen-factor of K (exact; its cost grows with the optimal
+    support, fine up to ~1,500 points). solver "pairwise": SMO steps warm-started from
+    the solution at the nearest lambda solved so far (crawls near the kink when K is
+    numerically low-rank, but scales to larger n). "auto" picks by size."""
+
+    def __init__(self, K: np.ndarray, n_mixture: int, tol: float, solver: str = "auto"):
+        if solver not in ("auto", "nnls", "pairwise"):
+            raise ValueError(f"solver must be auto, nnls or pairwise, got {solver!r}")
         self.K = K
         self.N = n_mixture
         self.M = K.shape[0] - n_mixture
         self.tol = tol
+        self._factor: np.ndarray | None = None
+        self.use_nnls = solver == "nnls" or (solver == "auto" and K.shape[0] <= NNLS_MAX_POINTS)
         # K u_l is affine in lambda: K u_l = lambda a + (1 - lambda) b.
         self.a = K[:, : self.N].mean(axis=1)
         self.b = K[:, self.N:].mean(axis=1)
         self.aa = float(self.a[: self.N].mean())
         self.bb = float(self.b[self.N:].mean())
         self.ab = float(self.a[self.N:].mean())
-        self.solutions: dict[float, np.ndarray] = {}
-        self.values: dict[float, float] = {}
+        # At lambda = 1, u is the empirical mixture itself, a valid distribution: d = 0.
+        u1 = np.concatenate([np.full(self.N, 1.0 / self.N), np.zeros(self.M)])
+        self.solutions: dict[float, np.ndarray] = {1.0: u1}
+        self.values: dict[float, float] = {1.0: 0.0}
+        self.solver_calls = {"nnls": 0, "pairwise": 0}
+
+    @property
+    def factor(self) -> np.ndarray:
+        if self._factor is None:
+            eigval, eigvec = np.linalg.eigh(self.K)
+            keep = eigval > 1e-12 * eigval[-1]
+            self._factor = eigvec[:, keep] * np.sqrt(eigval[keep])
+        return self._factor
 
     def __call__(self, lam: float) -> float:
         lam = round(float(lam), 12)
@@ -85,14 +108,41 @@ class DistanceCurve:
             return self.values[lam]
         Ku = lam * self.a + (1.0 - lam) * self.b
         uKu = lam * lam * self.aa + 2 * lam * (1 - lam) * self.ab + (1 - lam) ** 2 * self.bb
-        warm = None
-        if self.solutions:
-            nearest = min(self.solutions, key=lambda known: abs(known - lam))
-            warm = self.solutions[nearest]
-        result = nearest_in_hull(self.K, Ku, uKu, v0=warm, tol=self.tol * max(uKu, 1e-12))
+        result = None
+        if self.use_nnls:
+            u = np.concatenate([np.full(self.N, lam / self.N),
+                                np.full(self.M, (1.0 - lam) / self.M)])
+            result = nearest_in_hull_lowrank(self.factor, u)
+            self.use_nnls = result is not None
+            self.solver_calls["nnls"] += 1
+        if result is None:
+            warm = None
+            if self.solutions:
+                nearest = min(self.solutions, key=lambda known: abs(known - lam))
+                warm = self.solutions[nearest]
+            result = nearest_in_hull(self.K, Ku, uKu, v0=warm, tol=self.tol * max(uKu, 1e-12))
+            self.solver_calls["pairwise"] += 1
         self.solutions[lam] = result.v
         self.values[lam] = math.sqrt(result.value)
         return self.values[lam]
+
+
+def _golden_max(f, lo: float, hi: float, iterations: int = 14) -> float:
+    """Maximiser of a unimodal f on [lo, hi] by golden-section search."""
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = lo, hi
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(iterations):
+        if fc >= fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = f(d)
+    return c if fc >= fd else d
 
 
 def _bisect(curve: DistanceCurve, threshold: float, lambda_max: float, eps: float) -> float:
@@ -113,7 +163,9 @@ def estimate_prior(
     bandwidth_multipliers: list[float],
     lambda_max: float = 8.0,
     epsilon: float = 0.04,
+    refine_bandwidth: bool = True,
     tol: float = 1e-7,
+    solver: str = "auto",
 ) -> PriorEstimate:
     """KM1 and KM2 estimates of the fraction of `component` inside `mixture` ([n, d] each)."""
     start = time.perf_counter()
@@ -125,17 +177,25 @@ def estimate_prior(
     sigma_med = math.sqrt(float(np.median(D[np.triu_indices(len(X), k=1)])))
     w = np.concatenate([np.full(N, 1.0 / N), np.full(M, -1.0 / M)])
 
-    best = None
-    for mult in bandwidth_multipliers:  # bandwidth that maximises the MMD
+    def mmd_at(mult: float) -> tuple[float, np.ndarray]:
         sigma = mult * sigma_med
         K = np.exp(-D / (2.0 * sigma * sigma))
-        mmd = math.sqrt(max(float(w @ K @ w), 0.0))
-        if best is None or mmd > best[0]:
-            best = (mmd, mult, sigma, K)
-    mmd, mult, sigma, K = best  # type: ignore[misc]
+        return math.sqrt(max(float(w @ K @ w), 0.0)), K
+
+    grid = sorted(bandwidth_multipliers)
+    scores = [mmd_at(m)[0] for m in grid]
+    k = int(np.argmax(scores))
+    mult = grid[k]
+    if refine_bandwidth and len(grid) > 1:
+        # The MMD peak falls between grid points, and KM2 moves with sigma: find the peak
+        # by golden-section search on log(sigma) between the best point's neighbours.
+        lo, hi = math.log(grid[max(k - 1, 0)]), math.log(grid[min(k + 1, len(grid) - 1)])
+        mult = math.exp(_golden_max(lambda t: mmd_at(math.exp(t))[0], lo, hi))
+    mmd, K = mmd_at(mult)
+    sigma = mult * sigma_med
     del D
 
-    curve = DistanceCurve(K, N, tol)
+    curve = DistanceCurve(K, N, tol, solver)
     s0 = (curve(1.05) - curve(1.0)) / 0.05
     nu_km2 = (0.8 * s0 + 0.2 * mmd) / mmd
     nu_km1 = 1.0 / (math.sqrt(min(N, M)) * mmd)
@@ -153,6 +213,7 @@ def estimate_prior(
         threshold_km2=nu_km2,
         n_mixture=N,
         n_component=M,
-        qp_solves=len(curve.values),
+        qp_solves=len(curve.values) - 1,
+        qp_solver="nnls" if curve.solver_calls["pairwise"] == 0 else "pairwise",
         seconds=time.perf_counter() - start,
     )

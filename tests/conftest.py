@@ -1,0 +1,75 @@
+"""Shared fixtures. Tests never touch the network, the project's mlflow.db or data/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+for key, value in {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
+                   "GX_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1",
+                   "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                   "OMP_WAIT_POLICY": "PASSIVE"}.items():
+    os.environ.setdefault(key, value)
+
+# Small but real settings: every stage runs its true code path in seconds.
+TINY_PARAMS = {
+    "base": {"seed": 0, "threads": 2},
+    "split": {"n_p": 200},
+    "prior": {"max_per_side": 300, "bandwidth_multipliers": [0.3162, 0.5623, 1.0]},
+    "pretrain": {"epochs": 2, "batch_size": 256},
+    "pupl": {"restarts": 3},
+    "classifier": {"epochs": 3},
+    "evaluate": {"embedding": "pca", "embedding_points": 200},
+}
+
+
+def deep_update(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = deep_update(out.get(key, {}), value) if isinstance(value, dict) else value
+    return out
+
+
+def tiny_params(**overrides) -> dict:
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    return deep_update(deep_update(raw, TINY_PARAMS), overrides)
+
+
+@pytest.fixture
+def tracking_uri(tmp_path, monkeypatch) -> str:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    return uri
+
+
+@pytest.fixture
+def project(tmp_path, tracking_uri, monkeypatch) -> Path:
+    """A throw-away copy of the project (code, dvc.yaml, tiny params) as a git + DVC repo."""
+    dest = tmp_path / "proj"
+    dest.mkdir()
+    for name in ("src", "stages", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, dest / name)
+    (dest / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    (dest / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True, env=env)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=dest, check=True, env=env)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "init"], cwd=dest, check=True, env=env)
+    monkeypatch.setenv("PUCL_ROOT", str(dest))
+    # DVC stages run `python -m stages.<name>`: this interpreter must come first on PATH.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return dest
