@@ -41,6 +41,9 @@ STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+NUMPY_ONLY_STAGES = ("build_split", "estimate_prior")
+
+
 @dataclass
 class StageContext:
     name: str
@@ -145,7 +148,8 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
     """Validate params, open a tracked run, run the stage, log its outputs."""
     root = (root or Path.cwd()).resolve()
     params = params or load_params(params_path(root))
-    configure(params.base.seed, params.base.device, params.base.threads)
+    configure(params.base.seed, params.base.device, params.base.threads,
+              deterministic_torch=name not in NUMPY_ONLY_STAGES)
     tracking_root = tracking.project_root(root)
     uri = tracking.resolve_tracking_uri(params.tracking.uri, tracking_root)
     tags = {"stage": name, "dataset": params.data.dataset, "task": params.data.task,

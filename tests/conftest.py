@@ -63,7 +63,8 @@ def project(tmp_path, tracking_uri, monkeypatch) -> Path:
             shutil.copy2(src, dest / name)
     (dest / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
     (dest / ".gitignore").write_text((ROOT / ".gitignore").read_text())
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    env = {**os.environ, "PATH": path, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True, env=env)
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=dest, check=True, env=env)

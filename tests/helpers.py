@@ -1,0 +1,60 @@
+"""Helpers for tests that run stages and DVC in a throw-away project copy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+STAGES = ("build_split", "estimate_prior", "pretrain", "pupl_label", "train_classifier",
+          "evaluate")
+
+
+def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None):
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
+                            env={**os.environ, **(env or {})})
+    if check and result.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({result.returncode}):\n{result.stdout}\n"
+                             f"{result.stderr}")
+    return result
+
+
+def dvc(project: Path, *args: str, check: bool = True):
+    return run([sys.executable, "-m", "dvc", *args], project, check)
+
+
+def stage(project: Path, name: str, check: bool = True, env: dict | None = None):
+    return run([sys.executable, "-m", f"stages.{name}"], project, check, env)
+
+
+def declared_outputs(project: Path) -> dict[str, set[str]]:
+    """Per stage, the files dvc.yaml declares as outs, metrics and plots (interpolated)."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    spec = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
+
+    def interpolate(path: str) -> str:
+        for key, value in params["paths"].items():
+            path = path.replace(f"${{paths.{key}}}", value)
+        return path
+
+    out = {}
+    for name, body in spec.items():
+        files = set()
+        for kind in ("outs", "metrics", "plots"):
+            for entry in body.get(kind, []):
+                files.add(interpolate(entry if isinstance(entry, str) else next(iter(entry))))
+        out[name] = files
+    return out
+
+
+def data_files(project: Path) -> set[str]:
+    return {str(p.relative_to(project)) for p in (project / "data").rglob("*")
+            if p.is_file() and p.name != ".gitignore"}
+
+
+def read_metrics(project: Path) -> dict:
+    return json.loads((project / "data/evaluate/metrics.json").read_text())

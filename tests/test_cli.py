@@ -1,0 +1,35 @@
+"""The pucl command: help, params validation before any work."""
+
+from __future__ import annotations
+
+import sys
+
+import yaml
+
+from tests.helpers import run
+
+
+def pucl(project, *args):
+    return run([sys.executable, "-m", "pucl.cli", *args], project, check=False)
+
+
+def test_help_lists_commands(project):
+    result = pucl(project, "--help")
+    assert result.returncode == 0
+    for command in ("repro", "check", "ui"):
+        assert command in result.stdout
+
+
+def test_bad_params_refused_before_dvc_touches_outputs(project):
+    marker = project / "data/evaluate/metrics.json"
+    marker.parent.mkdir(parents=True)
+    marker.write_text('{"accuracy": 0.5}')
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["pretrain"]["loss"] = "simclr"
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    for command in ("check", "repro"):
+        result = pucl(project, command)
+        assert result.returncode == 2, result.stderr
+        assert "pretrain.loss" in result.stderr and "simclr" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert marker.read_text() == '{"accuracy": 0.5}'  # nothing was deleted or rewritten

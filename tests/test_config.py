@@ -1,0 +1,49 @@
+"""Params: the shipped file is valid, bad values are refused with clear messages."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from pucl.config import Params, flatten, load_params, parse_params
+from pucl.errors import ParamsError
+from tests.conftest import ROOT
+
+
+def test_shipped_params_are_valid_and_match_the_code_defaults():
+    params = load_params(ROOT / "params.yaml")
+    assert params == Params()  # params.yaml spells out the defaults, nothing else
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"pretrain": {"tempreature": 0.5}}, "did you mean 'temperature'"),
+    ({"pretrain": {"loss": "simclr"}}, "pretrain.loss"),
+    ({"pretrain": {"temperature": 0}}, "greater than 0"),
+    ({"split": {"n_p": 0}}, "split.n_p"),
+    ({"prior": {"value": 1.5}}, "prior.value"),
+    ({"base": {"device": "tpu"}}, "base.device"),
+    ({"sweep": {}}, "unknown parameter 'sweep'"),
+])
+def test_bad_params_are_named(raw, message):
+    with pytest.raises(ParamsError, match=message) as info:
+        parse_params(raw)
+    assert "\n" not in str(info.value)
+
+
+def test_unreadable_params_file(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("base: [unclosed")
+    with pytest.raises(ParamsError, match="not valid YAML"):
+        load_params(bad)
+    with pytest.raises(ParamsError, match="not found"):
+        load_params(tmp_path / "missing.yaml")
+
+
+def test_flatten_for_mlflow():
+    flat = flatten(Params().pretrain, "pretrain")
+    assert flat["pretrain.augment.degrees"] == 10.0 and flat["pretrain.loss"] == "pucl"
+
+
+def test_yaml_round_trip():
+    dumped = yaml.safe_dump(Params().model_dump())
+    assert parse_params(yaml.safe_load(dumped)) == Params()

