@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from pathlib import Path
 
 import matplotlib
 
@@ -20,6 +21,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
+import pucl.data.augment as augment_module  # noqa: E402
+import pucl.losses.contrastive as contrastive_module  # noqa: E402
+import pucl.losses.core as losses_core  # noqa: E402
+import pucl.models.encoders as encoders_module  # noqa: E402
+import pucl.pretraining as pretraining_module  # noqa: E402
 from pucl.data.augment import AffineJitter  # noqa: E402
 from pucl.losses import make_loss  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
@@ -36,13 +42,20 @@ from stages._common import (  # noqa: E402
 NAME = "pretrain"
 
 
+# Code whose change must invalidate a checkpoint (it shapes what an epoch computes).
+TRAINING_CODE = (augment_module, contrastive_module, losses_core, encoders_module,
+                 pretraining_module)
+
+
 def fingerprint(ctx: StageContext, manifest: pd.DataFrame) -> str:
-    """What a resumable checkpoint must match: params that shape training + the split."""
+    """What a resumable checkpoint must match: params that shape training, the split and
+    the training code."""
     p = ctx.params
+    code = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in TRAINING_CODE))
     key = {"pretrain": p.pretrain.model_dump(), "seed": p.base.seed, "data": p.data.model_dump(),
            "manifest": hashlib.sha256(
                pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
-           ).hexdigest()}
+           ).hexdigest(), "code": code.hexdigest()}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
