@@ -49,7 +49,7 @@ def _metrics_table(path: Path) -> Table | None:
     if not path.exists():
         return None
     metrics = json.loads(path.read_text())
-    table = Table(title=f"metrics ({path})")
+    table = Table(title=f"test metrics and diagnostics: {path.name}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in metrics.items():
