@@ -156,6 +156,9 @@ def tracked_run(
     """Create a run (nested under `parent_run_id` or $PUCL_PARENT_RUN_ID when given),
     yield it, and close it FINISHED, or FAILED when the body raises."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    # A tracking server that is down must not stall the pipeline for minutes of retries.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
     parent = parent_run_id or os.environ.get(PARENT_RUN_ENV)
     all_tags = {"mlflow.runName": name, "git_commit": git_commit(root),
                 "dvc_lock": file_digest(root / "dvc.lock"), **(tags or {})}
