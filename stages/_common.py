@@ -150,7 +150,7 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
     params = params or load_params(params_path(root))
     configure(params.base.seed, params.base.device, params.base.threads,
               deterministic_torch=name not in NUMPY_ONLY_STAGES)
-    tracking_root = tracking.project_root(root)
+    tracking_root = tracking.project_root()
     uri = tracking.resolve_tracking_uri(params.tracking.uri, tracking_root)
     tags = {"stage": name, "dataset": params.data.dataset, "task": params.data.task,
             "seed": params.base.seed}

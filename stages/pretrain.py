@@ -27,7 +27,7 @@ import pucl.losses.core as losses_core  # noqa: E402
 import pucl.models.encoders as encoders_module  # noqa: E402
 import pucl.pretraining as pretraining_module  # noqa: E402
 from pucl.data.augment import AffineJitter  # noqa: E402
-from pucl.losses import make_loss  # noqa: E402
+from pucl.losses import PRIOR_LOSSES, make_loss  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
 from pucl.pretraining import EpochStats, PretrainSettings, train_contrastive  # noqa: E402
 from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
@@ -47,7 +47,33 @@ TRAINING_CODE = (augment_module, contrastive_module, losses_core, encoders_modul
                  pretraining_module)
 
 
-def fingerprint(ctx: StageContext, manifest: pd.DataFrame) -> str:
+def loss_prior(ctx: StageContext) -> tuple[float | None, str | None]:
+    """The class prior for PUNCE / DCL and where it came from (None for other losses)."""
+    choice = ctx.params.pretrain.prior
+    if ctx.params.pretrain.loss not in PRIOR_LOSSES:
+        return None, None
+    if isinstance(choice, float):
+        return choice, "given"
+    report = ctx.read_json("prior", "prior.json")
+    if choice == "oracle":
+        return float(report["prior_true"]), "oracle"
+    return float(report["prior"]), "oracle" if report.get("oracle") else report["method"]
+
+
+def loss_params(p, prior: float | None) -> dict:
+    """make_loss keyword arguments for the configured objective."""
+    if p.loss in ("balanced", "balanced_pucl"):
+        params = {"alpha": p.balance_alpha, "balance_lambda": p.balance_lambda}
+    else:
+        params = {"temperature": p.temperature}
+    if p.loss == "mcl":
+        params["mcl_lambda"] = p.mcl_lambda
+    if p.loss in PRIOR_LOSSES:
+        params["pi"] = prior
+    return {**params, "nonneg": p.nonneg}
+
+
+def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None) -> str:
     """What a resumable checkpoint must match: params that shape training, the split and
     the training code."""
     p = ctx.params
@@ -55,7 +81,7 @@ def fingerprint(ctx: StageContext, manifest: pd.DataFrame) -> str:
     key = {"pretrain": p.pretrain.model_dump(), "seed": p.base.seed, "data": p.data.model_dump(),
            "manifest": hashlib.sha256(
                pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
-           ).hexdigest(), "code": code.hexdigest()}
+           ).hexdigest(), "code": code.hexdigest(), "prior": prior}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
@@ -89,11 +115,12 @@ def run(ctx: StageContext) -> dict:
 
     torch.manual_seed(ctx.params.base.seed)  # weights initialise identically on every run
     model = build_model(ctx, data.image_shape)
-    loss_fn = make_loss(p.loss, temperature=p.temperature)
+    prior_used, prior_source = loss_prior(ctx)
+    loss_fn = make_loss(p.loss, **loss_params(p, prior_used))
     augment = AffineJitter(**p.augment.model_dump())
     settings = PretrainSettings(p.epochs, p.batch_size, p.lr, p.weight_decay)
     checkpoint = ctx.path("pretrain", "checkpoint.pt")
-    fp = fingerprint(ctx, train)
+    fp = fingerprint(ctx, train, prior_used)
     resume = load_resume_state(checkpoint, fp)
 
     def on_epoch(stats: EpochStats, state: dict) -> None:
@@ -121,8 +148,11 @@ def run(ctx: StageContext) -> dict:
     save_figure(ctx.path("pretrain", "loss.png"), fig)
     for name in ("history.csv", "loss.png", "model.pt"):
         ctx.run.log_artifact(ctx.path("pretrain", name))
+    if prior_source is not None:
+        ctx.run.set_tags({"loss_prior_source": prior_source})
     steady = frame["images_per_s"].iloc[1:] if len(frame) > 1 else frame["images_per_s"]
     return {"final_loss": float(frame["loss"].iloc[-1]), "epochs": len(frame),
+            **({"loss_prior": prior_used} if prior_used is not None else {}),
             "images_per_s": float(steady.median()), "train_seconds": float(frame["seconds"].sum())}
 
 

@@ -59,3 +59,21 @@ def test_missing_input_is_one_line_and_exit_2(project):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("pucl estimate_prior: error: missing input")
     assert "Traceback" not in result.stderr
+
+
+def test_prior_aware_loss_uses_the_prior_it_is_given(project, tracking_uri):
+    import json
+
+    import yaml
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["pretrain"].update({"loss": "punce", "prior": "oracle", "epochs": 1})
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for name in ("build_split", "estimate_prior", "pretrain"):
+        stage(project, name)
+    report = json.loads((project / "data/prior/prior.json").read_text())
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("pucl").experiment_id],
+                              "tags.stage = 'pretrain'")
+    assert runs[0].data.metrics["loss_prior"] == report["prior_true"]
+    assert runs[0].data.tags["loss_prior_source"] == "oracle"

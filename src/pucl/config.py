@@ -87,8 +87,16 @@ class AugmentParams(_Section):
 
 class PretrainParams(_Section):
     encoder: Literal["lenet5", "mlp"] = "lenet5"
-    loss: Literal["pucl", "sscl"] = "pucl"
+    loss: Literal["sscl", "scl_pu", "mcl", "pucl", "punce", "dcl", "balanced",
+                  "balanced_pucl"] = "pucl"
     temperature: float = Field(0.5, gt=0.0)
+    mcl_lambda: float = Field(0.5, ge=0.0, le=1.0, description="MCL mixing weight")
+    # PUNCE / DCL: the estimate_prior stage's value, the true prior of U (benchmarks
+    # only, tagged as oracle), or a number in [0, 1).
+    prior: Literal["estimate", "oracle"] | float = "estimate"
+    balance_alpha: float = Field(2.0, gt=0.0, description="balanced loss: alpha")
+    balance_lambda: float = Field(1.0, gt=0.0, description="balanced loss: lambda")
+    nonneg: Literal["none", "relu", "rep_relu"] = "none"
     epochs: int = Field(50, ge=1)
     batch_size: int = Field(512, ge=2)
     lr: float = Field(2e-3, gt=0.0)
@@ -96,6 +104,14 @@ class PretrainParams(_Section):
     proj_dim: int = Field(128, ge=2)
     proj_hidden: int = Field(256, ge=2)
     augment: AugmentParams = AugmentParams()
+
+
+    @field_validator("prior")
+    @classmethod
+    def _prior_range(cls, v):
+        if isinstance(v, float) and not 0.0 <= v < 1.0:
+            raise ValueError(f"must be 'estimate', 'oracle' or a number in [0, 1), got {v}")
+        return v
 
 
 class PuplParams(_Section):

@@ -1,5 +1,21 @@
 """Contrastive objectives on one shared, vectorised similarity core."""
 
-from pucl.losses.contrastive import LOSSES, PUCL, SSCL, ContrastiveLoss, make_loss
+from pucl.losses.contrastive import (
+    DCL,
+    LOSSES,
+    MCL,
+    NONNEG,
+    PRIOR_LOSSES,
+    PUCL,
+    PUNCE,
+    SCLPU,
+    SSCL,
+    Balanced,
+    BalancedPUCL,
+    ContrastiveLoss,
+    make_loss,
+    nonnegative,
+)
 
-__all__ = ["LOSSES", "PUCL", "SSCL", "ContrastiveLoss", "make_loss"]
+__all__ = ["DCL", "LOSSES", "MCL", "NONNEG", "PRIOR_LOSSES", "PUCL", "PUNCE", "SCLPU", "SSCL",
+           "Balanced", "BalancedPUCL", "ContrastiveLoss", "make_loss", "nonnegative"]
