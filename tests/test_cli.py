@@ -33,3 +33,21 @@ def test_bad_params_refused_before_dvc_touches_outputs(project):
         assert "pretrain.loss" in result.stderr and "simclr" in result.stderr
         assert "Traceback" not in result.stderr
     assert marker.read_text() == '{"accuracy": 0.5}'  # nothing was deleted or rewritten
+
+
+def test_ablate_writes_one_row_per_objective_and_n_p(project):
+    import pandas as pd
+
+    result = pucl(project, "ablate", "--losses", "pucl,sscl", "--n-p", "100,200", "--seeds",
+                  "0", "--epochs", "1", "--out", "reports")
+    assert result.returncode == 0, result.stderr
+    table = pd.read_csv(project / "reports/ablation.csv")
+    assert len(table) == 4 and set(table["loss"]) == {"pucl", "sscl"}
+    assert table[["knn_accuracy", "pseudo_label_accuracy", "accuracy"]].stack().between(0, 1).all()
+    markdown = (project / "reports/ablation.md").read_text()
+    assert markdown.count("| pucl |") == 2 and markdown.count("| sscl |") == 2
+
+
+def test_ablate_refuses_unknown_objective(project):
+    result = pucl(project, "ablate", "--losses", "pucl,simclr")
+    assert result.returncode == 2 and "unknown loss 'simclr'" in result.stderr
