@@ -51,3 +51,10 @@ def test_ablate_writes_one_row_per_objective_and_n_p(project):
 def test_ablate_refuses_unknown_objective(project):
     result = pucl(project, "ablate", "--losses", "pucl,simclr")
     assert result.returncode == 2 and "unknown loss 'simclr'" in result.stderr
+
+
+def test_ablate_validates_every_configuration_before_running(project):
+    result = pucl(project, "ablate", "--losses", "pucl,sscl", "--n-p", "100", "--seeds", "0",
+                  "--epochs", "0")
+    assert result.returncode == 2 and "pretrain.epochs" in result.stderr
+    assert not (project / "data/ablation").exists()  # nothing ran

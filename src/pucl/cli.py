@@ -166,8 +166,8 @@ def ablate(
     if unknown:
         _fail(f"unknown loss {unknown[0]!r} (allowed: {', '.join(sorted(LOSSES))})")
     grid = [(loss, k, seed) for loss in names for k in _ints(n_p) for seed in _ints(seeds)]
-    rows = []
-    for i, (loss, k, seed) in enumerate(grid, start=1):
+    configs = []
+    for loss, k, seed in grid:  # validate every configuration before running any
         config = {**raw, "base": {**raw["base"], "seed": seed},
                   "split": {**raw["split"], "n_p": k},
                   "prior": {**raw["prior"], "method": "oracle"},
@@ -175,13 +175,18 @@ def ablate(
                                "prior": "oracle" if loss in PRIOR_LOSSES else "estimate"},
                   "tracking": {**raw.get("tracking", {}), "experiment": "ablation"}}
         try:
-            params = parse_params(config)
+            configs.append((loss, k, seed, parse_params(config)))
         except PuclError as exc:
-            _fail(str(exc), exc.exit_code)
+            _fail(f"{loss}, n_p={k}, seed={seed}: {exc}", exc.exit_code)
+    rows = []
+    for i, (loss, k, seed, params) in enumerate(configs, start=1):
         name = f"{loss}-np{k}-s{seed}"
-        err.print(f"[{i}/{len(grid)}] {name}", highlight=False)
-        result = run_pipeline(params, root / "data" / "ablation" / name, name,
-                              {"loss": loss, "n_p": k, "seed": seed})
+        err.print(f"[{i}/{len(configs)}] {name}", highlight=False)
+        try:
+            result = run_pipeline(params, root / "data" / "ablation" / name, name,
+                                  {"loss": loss, "n_p": k, "seed": seed})
+        except PuclError as exc:
+            _fail(f"{name}: {exc}", exc.exit_code)
         metrics = result["evaluate"]
         rows.append({"loss": loss, "n_p": k, "seed": seed,
                      "gamma": result["build_split"]["gamma"],
