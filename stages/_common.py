@@ -143,27 +143,104 @@ def params_path(root: Path) -> Path:
     return Path(os.environ.get(PARAMS_ENV) or root / "params.yaml")
 
 
+def pipeline_tags(params: Params, entry: str) -> dict[str, Any]:
+    """Tags of a parent (pipeline) run; `entry` says what started it."""
+    return {"kind": "pipeline", "entry": entry, "dataset": params.data.dataset,
+            "task": params.data.task, "seed": params.base.seed, "loss": params.pretrain.loss}
+
+
+def all_params(params: Params) -> dict[str, Any]:
+    """Every parameter, flattened (`pretrain.temperature`), for the parent run."""
+    return {k: v for k, v in flatten(params).items() if not k.startswith("paths.")}
+
+
+def parent_rollup(stage: str, metrics: dict) -> dict:
+    """What a stage adds to its pipeline's parent run, so that one row per pipeline
+    holds the numbers runs are compared by."""
+    if stage == "evaluate":
+        return metrics
+    if stage == "build_split":
+        return {k: metrics[k] for k in ("gamma", "n_p", "n_u") if k in metrics}
+    if stage == "pretrain":
+        return {"pretrain_seconds": metrics.get("train_seconds", float("nan"))}
+    return {}
+
+
+@contextmanager
+def pipeline_run(params: Params, name: str, entry: str, tags: dict | None = None,
+                 parent_run_id: str | None = None) -> Iterator[tracking.Run]:
+    """The parent MLflow run of one pipeline execution (flow, pucl repro, sweep point)."""
+    root = tracking.project_root()
+    uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
+    with tracking.tracked_run(name, params.tracking.experiment, uri, root,
+                              {**pipeline_tags(params, entry), **(tags or {})},
+                              parent_run_id) as parent:
+        parent.log_params(all_params(params))
+        yield parent
+
+
+def _attach_parent(params: Params, uri: str, root: Path,
+                   parent_run_id: str | None) -> tracking.Run | None:
+    """The parent run of this stage: given, from the environment (pucl repro), or shared by
+    the stages of one plain `dvc repro` (created by the first of them)."""
+    if tracking.tracking_disabled():
+        return None
+    parent_run_id = parent_run_id or os.environ.get(tracking.PARENT_RUN_ENV)
+    invocation = None if parent_run_id else tracking.dvc_invocation()
+    if parent_run_id is None and invocation is None:
+        return None
+    store = tracking.try_open_store(uri, params.tracking.experiment, root)
+    if store is None:
+        return None
+    if parent_run_id is not None:
+        return store.attach(parent_run_id)
+    try:
+        parent = tracking.invocation_parent(
+            store, invocation, "pipeline (dvc repro)",
+            {**tracking.standard_tags(root), **pipeline_tags(params, "dvc")}, all_params(params))
+    except Exception as exc:
+        print(f"pucl: MLflow parent run unavailable ({type(exc).__name__}); continuing",
+              file=sys.stderr)
+        return None
+    parent._safe("mark running", "update_run", status="RUNNING")
+    parent.owned = True
+    return parent
+
+
 def execute(name: str, run: Callable[[StageContext], dict], params: Params | None = None,
-            root: Path | None = None, progress: bool = True) -> dict:
-    """Validate params, open a tracked run, run the stage, log its outputs."""
+            root: Path | None = None, progress: bool = True,
+            parent_run_id: str | None = None) -> dict:
+    """Validate params, open a tracked run (nested under the pipeline's parent run), run the
+    stage, log its metrics, and roll the key numbers up to the parent."""
     root = (root or Path.cwd()).resolve()
     params = params or load_params(params_path(root))
     configure(params.base.seed, params.base.device, params.base.threads,
               deterministic_torch=name not in NUMPY_ONLY_STAGES)
     tracking_root = tracking.project_root()
     uri = tracking.resolve_tracking_uri(params.tracking.uri, tracking_root)
-    tags = {"stage": name, "dataset": params.data.dataset, "task": params.data.task,
-            "seed": params.base.seed}
-    with tracking.tracked_run(name, params.tracking.experiment, uri, tracking_root,
-                              tags) as mlrun:
-        logged = {"base.seed": params.base.seed, "data.dataset": params.data.dataset,
-                  "data.task": params.data.task}
-        for section in STAGE_SECTIONS[name]:
-            logged.update(flatten(getattr(params, section), section))
-        mlrun.log_params(logged)
-        ctx = StageContext(name, params, root, mlrun, progress)
-        metrics = run(ctx)
-        mlrun.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+    parent = _attach_parent(params, uri, tracking_root, parent_run_id)
+    owned = parent is not None and parent.owned
+    tags = {"kind": "stage", "stage": name, "dataset": params.data.dataset,
+            "task": params.data.task, "seed": params.base.seed}
+    try:
+        with tracking.tracked_run(name, params.tracking.experiment, uri, tracking_root, tags,
+                                  parent.run_id if parent else None) as mlrun:
+            logged = {"base.seed": params.base.seed, "data.dataset": params.data.dataset,
+                      "data.task": params.data.task}
+            for section in STAGE_SECTIONS[name]:
+                logged.update(flatten(getattr(params, section), section))
+            mlrun.log_params(logged)
+            ctx = StageContext(name, params, root, mlrun, progress)
+            metrics = run(ctx)
+            mlrun.log_metrics(metrics)
+    except BaseException:
+        if owned:
+            parent.finish("FAILED")
+        raise
+    if parent is not None:
+        parent.log_metrics(parent_rollup(name, metrics))
+        if owned:
+            parent.finish("FINISHED")
     return metrics
 
 

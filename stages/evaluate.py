@@ -17,6 +17,7 @@ import pandas as pd  # noqa: E402
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.manifold import TSNE  # noqa: E402
 
+from pucl.classify import PUClassifier  # noqa: E402
 from pucl.errors import DataError  # noqa: E402
 from pucl.features import embed  # noqa: E402
 from pucl.metrics import classification_metrics, knn_accuracy, roc_points  # noqa: E402
@@ -108,6 +109,9 @@ def run(ctx: StageContext) -> dict:
     write_json(ctx.path("evaluate", "metrics.json"), metrics)
     for name in ("metrics.json", "roc.csv", "roc.png", "embedding.png"):
         ctx.run.log_artifact(ctx.path("evaluate", name))
+    # The deployable classifier (encoder + head) as an MLflow model with its signature.
+    example = data.x_test[test["index"].to_numpy()[:8]].astype(np.float32) / 255.0
+    ctx.run.log_pytorch_model(PUClassifier(model.encoder, head).eval(), "classifier", example)
     return metrics
 
 

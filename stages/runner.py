@@ -1,14 +1,24 @@
-"""Run the six stages in-process in a directory of their own (no DVC): the DVC-free path
-used by `pucl ablate` (and by sweeps), so that several configurations never share one
-DVC workspace."""
+"""Run the six stages in-process in a directory of their own (no DVC).
+
+This is the DVC-free path behind the Prefect flows, sweeps and `pucl ablate`: each run
+gets `<paths.runs>/<name>/` holding a snapshot of its params and the stage outputs, so
+that several configurations never share (or lock) the DVC workspace.
+"""
 
 from __future__ import annotations
 
-import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from pucl import tracking
-from pucl.config import Params
+from pucl.config import Params, apply_overrides, parse_params
+from pucl.errors import ParamsError
 from stages import (
     STAGES,
     build_split,
@@ -18,33 +28,102 @@ from stages import (
     pupl_label,
     train_classifier,
 )
-from stages._common import execute
+from stages._common import atomic_path, execute, pipeline_run
 
 RUNS = {"build_split": build_split.run, "estimate_prior": estimate_prior.run,
         "pretrain": pretrain.run, "pupl_label": pupl_label.run,
         "train_classifier": train_classifier.run, "evaluate": evaluate.run}
 
+# (stage, params, workdir, progress, parent_run_id) -> stage metrics
+StageCall = Callable[[str, Params, Path, bool, "str | None"], dict]
+
+
+@dataclass
+class PipelineResult:
+    name: str
+    workdir: Path
+    mlflow_run_id: str | None
+    stages: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> dict:
+        return self.stages.get("evaluate", {})
+
+    def summary(self) -> dict[str, Any]:
+        """Plain data (for Prefect results and tables)."""
+        return {"name": self.name, "workdir": str(self.workdir),
+                "mlflow_run_id": self.mlflow_run_id, "metrics": self.metrics,
+                "gamma": self.stages.get("build_split", {}).get("gamma")}
+
+
+def read_raw_params(root: Path) -> dict:
+    path = root / "params.yaml"
+    if not path.is_file():
+        raise ParamsError(f"params file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"params file {path} is not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ParamsError(f"params file {path} must hold a mapping of sections")
+    return raw
+
+
+def resolve_params(root: Path, overrides: dict[str, Any] | None = None,
+                   raw: dict | None = None) -> Params:
+    """params.yaml (or `raw`) with dotted overrides, validated; the data root is pinned to
+    an absolute path so that stages running in a run directory read the project's data."""
+    params = parse_params(apply_overrides(raw if raw is not None else read_raw_params(root),
+                                          overrides or {}))
+    data_root = (root / params.paths.data_root).resolve()
+    return params.model_copy(update={
+        "paths": params.paths.model_copy(update={"data_root": str(data_root)})})
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=,-]+")
+
+
+def safe_name(text: str) -> str:
+    """A directory- and MLflow-friendly name."""
+    return _UNSAFE.sub("_", text).strip("_") or "run"
+
+
+def default_run_name(params: Params, prefix: str = "run") -> str:
+    return safe_name(f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{params.pretrain.loss}"
+                     f"-s{params.base.seed}")
+
+
+def run_directory(root: Path, params: Params, name: str) -> Path:
+    return (root / params.paths.runs / name).resolve()
+
+
+def write_snapshot(params: Params, workdir: Path) -> None:
+    """The exact params of this run, next to its outputs."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(workdir / "params.yaml") as tmp:
+        tmp.write_text(yaml.safe_dump(params.model_dump(mode="json"), sort_keys=False))
+
+
+def call_stage(stage: str, params: Params, workdir: Path, progress: bool,
+               parent_run_id: str | None) -> dict:
+    return execute(stage, RUNS[stage], params, workdir, progress, parent_run_id)
+
 
 def run_pipeline(params: Params, workdir: Path, name: str, tags: dict | None = None,
-                 progress: bool = False) -> dict:
+                 progress: bool = False, entry: str = "runner",
+                 parent_run_id: str | None = None,
+                 stage_call: StageCall = call_stage) -> PipelineResult:
     """All stages in order with outputs under `workdir`, grouped under one parent MLflow
-    run named `name`; returns the evaluate metrics plus the pretrain and PUPL summaries."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    root = tracking.project_root()
-    uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
-    results: dict = {}
-    with tracking.tracked_run(name, params.tracking.experiment, uri, root,
-                              {"kind": "pipeline", **(tags or {})}) as parent:
-        previous = os.environ.get(tracking.PARENT_RUN_ENV)
-        if parent.run_id:
-            os.environ[tracking.PARENT_RUN_ENV] = parent.run_id
-        try:
-            for stage in STAGES:
-                results[stage] = execute(stage, RUNS[stage], params, workdir, progress)
-        finally:
-            if previous is None:
-                os.environ.pop(tracking.PARENT_RUN_ENV, None)
-            else:
-                os.environ[tracking.PARENT_RUN_ENV] = previous
-        parent.log_metrics(results["evaluate"])
-    return results
+    run named `name` (itself nested under `parent_run_id`, e.g. a sweep)."""
+    write_snapshot(params, workdir)
+    with pipeline_run(params, name, entry, tags, parent_run_id) as parent:
+        parent.log_artifact(workdir / "params.yaml")
+        result = PipelineResult(name, workdir, parent.run_id)
+        for stage in STAGES:
+            result.stages[stage] = stage_call(stage, params, workdir, progress, parent.run_id)
+        parent.set_tags({"run_dir": str(workdir)})
+    return result
+
+
+def project_root() -> Path:
+    return tracking.project_root()

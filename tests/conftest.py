@@ -50,27 +50,35 @@ def tracking_uri(tmp_path, monkeypatch) -> str:
     return uri
 
 
-@pytest.fixture
-def project(tmp_path, tracking_uri, monkeypatch) -> Path:
+def make_project(dest: Path, params: dict | None = None) -> Path:
     """A throw-away copy of the project (code, dvc.yaml, tiny params) as a git + DVC repo."""
-    dest = tmp_path / "proj"
-    dest.mkdir()
-    for name in ("src", "stages", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml"):
+    dest.mkdir(parents=True)
+    for name in ("src", "stages", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml",
+                 "prefect.yaml"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
         elif src.exists():
             shutil.copy2(src, dest / name)
-    (dest / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    (dest / "params.yaml").write_text(yaml.safe_dump(params or tiny_params(), sort_keys=False))
     (dest / ".gitignore").write_text((ROOT / ".gitignore").read_text())
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-    env = {**os.environ, "PATH": path, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {**os.environ, "PATH": python_path(), "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True, env=env)
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=dest, check=True, env=env)
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=env)
     subprocess.run(["git", "commit", "-qm", "init"], cwd=dest, check=True, env=env)
+    return dest
+
+
+def python_path() -> str:
+    """PATH with this interpreter first: DVC stages run `python -m stages.<name>`."""
+    return f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+
+
+@pytest.fixture
+def project(tmp_path, tracking_uri, monkeypatch) -> Path:
+    dest = make_project(tmp_path / "proj")
     monkeypatch.setenv("PUCL_ROOT", str(dest))
-    # DVC stages run `python -m stages.<name>`: this interpreter must come first on PATH.
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", python_path())
     return dest

@@ -21,7 +21,8 @@ from pucl.errors import PuclError
 app = typer.Typer(help="Contrastive PU learning pipeline (DVC stages, MLflow tracking).",
                   no_args_is_help=True, add_completion=False)
 err = Console(stderr=True)
-out = Console()
+# Tables of runs are wide: do not squeeze them to 80 columns when piped to a file.
+out = Console() if sys.stdout.isatty() else Console(width=220)
 
 TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
                  "GX_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1",
@@ -80,12 +81,13 @@ def repro(
 
     uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
     cmd = [sys.executable, "-m", "dvc", "repro", *(["--force"] if force else []), *(stages or [])]
-    with tracking.tracked_run("pipeline", params.tracking.experiment, uri, root,
-                              {"kind": "pipeline", "dataset": params.data.dataset,
-                               "task": params.data.task, "seed": params.base.seed}) as parent:
+    from stages._common import pipeline_run
+
+    with pipeline_run(params, "pipeline (pucl repro)", "repro") as parent:
+        parent.log_artifact(root / "params.yaml")
         code = subprocess.call(cmd, cwd=root, env=_stage_env(root, parent.run_id))
         metrics_path = root / params.paths.evaluate / "metrics.json"
-        if code == 0 and metrics_path.exists():
+        if code == 0 and metrics_path.exists():  # also when every stage was up to date
             parent.log_metrics(json.loads(metrics_path.read_text()))
             parent.log_artifact(metrics_path)
         if code != 0:
@@ -187,13 +189,13 @@ def ablate(
                                   {"loss": loss, "n_p": k, "seed": seed})
         except PuclError as exc:
             _fail(f"{name}: {exc}", exc.exit_code)
-        metrics = result["evaluate"]
+        metrics = result.metrics
         rows.append({"loss": loss, "n_p": k, "seed": seed,
-                     "gamma": result["build_split"]["gamma"],
+                     "gamma": result.stages["build_split"]["gamma"],
                      "knn_accuracy": metrics["knn_accuracy"],
                      "pseudo_label_accuracy": metrics["pseudo_label_accuracy"],
                      "accuracy": metrics["accuracy"],
-                     "pretrain_seconds": result["pretrain"]["train_seconds"]})
+                     "pretrain_seconds": result.stages["pretrain"]["train_seconds"]})
     markdown, table = ablation_tables(rows, epochs=epochs)
     from stages._common import atomic_path, write_table
 
@@ -202,6 +204,229 @@ def ablate(
     with atomic_path(target / "ablation.md") as tmp:
         tmp.write_text(markdown)
     out.print(f"wrote {target / 'ablation.md'} and {target / 'ablation.csv'}")
+
+
+# -- Prefect flows -----------------------------------------------------------------------
+
+SetOption = Annotated[list[str] | None, typer.Option(
+    "--set", "-s", help="override a param for this run: section.name=value (repeatable)")]
+
+
+def _project() -> Path:
+    root = tracking.project_root()
+    if not (root / "params.yaml").exists():
+        _fail(f"no params.yaml in {root} or its parents: run pucl inside the project")
+    return root
+
+
+def _validated_overrides(root: Path, assignments: list[str] | None) -> dict:
+    """Parse --set values and validate params.yaml with them, before any work starts."""
+    from pucl.config import parse_assignments
+    from stages.runner import resolve_params
+
+    try:
+        overrides = parse_assignments(assignments or [])
+        params = resolve_params(root, overrides)
+        from pucl.data import check_task
+
+        check_task(params.data.dataset, params.data.task)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    return overrides
+
+
+def _prefect_env() -> None:
+    for key, value in TELEMETRY_OFF.items():
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def _run_flow(call):
+    """Run a flow; user errors raised inside it become one line and exit 2."""
+    try:
+        return call()
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+
+
+def _frame_table(frame, title: str) -> Table:
+    from pucl.reporting import format_cell
+
+    table = Table(title=title)
+    for col in frame.columns:
+        table.add_column(str(col), justify="left" if frame[col].dtype == object else "right",
+                         overflow="fold")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(format_cell(v) for v in row))
+    return table
+
+
+@app.command("run")
+def run_cmd(
+    set_: SetOption = None,
+    name: Annotated[str | None, typer.Option(
+        help="run name (default: run-<time>-<loss>-s<seed>)")] = None,
+    progress: Annotated[bool, typer.Option(help="progress bars")] = True,
+) -> None:
+    """Run the whole pipeline as a Prefect flow, in its own run directory (not the DVC outs)."""
+    root = _project()
+    overrides = _validated_overrides(root, set_)
+    _prefect_env()
+    from flows.pipeline import pipeline
+
+    summary = _run_flow(lambda: pipeline(overrides=overrides, run_name=name,
+                                         project=str(root), progress=progress))
+    table = Table(title=f"test metrics: {summary['name']}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary["metrics"].items():
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    out.print(table)
+    out.print(f"outputs: {summary['workdir']}")
+    if summary["mlflow_run_id"]:
+        out.print(f"MLflow parent run: {summary['mlflow_run_id']}  (pucl ui)")
+
+
+@app.command()
+def serve(
+    cron: Annotated[str, typer.Option(help="cron schedule of the retraining (UTC)")] = "0 2 * * *",
+    name: Annotated[str, typer.Option(help="deployment name")] = "pucl-retrain",
+    set_: SetOption = None,
+) -> None:
+    """Serve the retrain flow on a cron schedule (Ctrl-C stops it). Each run retrains on the
+    current params and data and moves the MLflow 'champion' alias only on improvement."""
+    from prefect.client.schemas.schedules import CronSchedule
+
+    try:
+        CronSchedule(cron=cron)
+    except Exception:
+        _fail(f"invalid --cron {cron!r}: expected five fields, e.g. '0 2 * * *' (02:00 daily)")
+    root = _project()
+    overrides = _validated_overrides(root, set_)
+    _prefect_env()
+    from flows.retrain import retrain
+
+    out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
+    retrain.serve(name=name, cron=cron, parameters={"overrides": overrides,
+                                                   "project": str(root)})
+
+
+RUNNERS = ("processes", "threads", "dask")
+
+
+@app.command()
+def sweep(
+    grid: Annotated[Path, typer.Option("--grid", help="sweep file (name, seeds, grid, set)")],
+    workers: Annotated[int, typer.Option(min=1, help="points run at once")] = 1,
+    runner: Annotated[str, typer.Option(
+        help="task runner: processes | threads | dask (a local Dask cluster)")] = "processes",
+    address: Annotated[str | None, typer.Option(
+        help="scheduler address of an existing Dask cluster, e.g. tcp://10.0.0.5:8786")] = None,
+    by: Annotated[str | None, typer.Option(
+        help="group the comparison by these params, comma-separated")] = None,
+) -> None:
+    """Run every point of a parameter x seed grid as its own pipeline, then compare them."""
+    from pucl.sweep import load_sweep
+
+    if runner not in RUNNERS:
+        _fail(f"invalid --runner {runner!r} (allowed: {', '.join(RUNNERS)})")
+    root = _project()
+    try:
+        spec = load_sweep(grid)
+        from flows.sweep import validate_points
+
+        points = validate_points(spec, root)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    fixed = {**spec.set}
+    if workers > 1 and "base.threads" not in spec.set and "base.threads" not in spec.grid:
+        # points in parallel share the cores instead of each taking all of them
+        fixed["base.threads"] = max(1, (os.cpu_count() or 1) // workers)
+        err.print(f"pucl: {workers} workers: base.threads = {fixed['base.threads']} per point")
+    if runner == "threads" and workers > 1:
+        err.print("pucl: warning: points in threads share torch's global RNG and thread "
+                  "settings; use --runner processes for reproducible parallel points")
+    spec = spec.model_copy(update={"set": fixed})
+    _prefect_env()
+    from flows.sweep import sweep as sweep_flow
+
+    task_runner = _task_runner(runner, workers, address)
+    err.print(f"pucl: sweep {spec.name}: {len(points)} points, runner "
+              f"{'dask@' + address if address else runner}, {workers} worker(s)")
+    result = _run_flow(lambda: sweep_flow.with_options(task_runner=task_runner)(
+        spec=spec.model_dump(), project=str(root), by=_split_list(by)))
+    if result["comparison"]:
+        import pandas as pd
+
+        table = pd.read_csv(result["comparison"])
+        out.print(_frame_table(table, f"sweep {spec.name}"))
+        out.print(f"comparison: {Path(result['comparison']).parent}")
+
+
+def _split_list(text: str | None) -> list[str]:
+    return [v.strip() for v in (text or "").split(",") if v.strip()]
+
+
+def _task_runner(kind: str, workers: int, address: str | None):
+    if address or kind == "dask":
+        from prefect_dask import DaskTaskRunner
+
+        if address:
+            return DaskTaskRunner(address=address)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": workers, "threads_per_worker": 1,
+                                              "processes": True, "dashboard_address": None})
+    if kind == "threads":
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner(max_workers=workers)
+    from prefect.task_runners import ProcessPoolTaskRunner
+
+    return ProcessPoolTaskRunner(max_workers=workers)
+
+
+@app.command()
+def compare(
+    experiment: Annotated[str | None, typer.Option(
+        help="MLflow experiment (default: tracking.experiment)")] = None,
+    sweep_ref: Annotated[str | None, typer.Option(
+        "--sweep", help="only this sweep's runs: its name, its run id, or 'latest'")] = None,
+    by: Annotated[str | None, typer.Option(
+        help="group by these params (mean and std of the rest), comma-separated")] = None,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="where to write comparison.csv/.md and the figure")] = None,
+) -> None:
+    """Compare finished pipeline runs: params that differ, key test metrics, and accuracy
+    against gamma = n_p / n_u per objective (logged to the sweep's parent run)."""
+    from stages.comparison import compare_runs, find_sweep, pipeline_runs
+    from stages.runner import resolve_params
+
+    root = _project()
+    try:
+        params = resolve_params(root)
+        uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
+        name = experiment or params.tracking.experiment
+        try:
+            store = tracking.open_store(uri, name, root)
+        except Exception as exc:
+            _fail(f"cannot open the MLflow store {uri}: {type(exc).__name__}: "
+                  f"{str(exc).splitlines()[0] if str(exc) else ''}")
+        log_to = None
+        if sweep_ref:
+            found = find_sweep(store, sweep_ref)
+            runs = pipeline_runs(store, found.run_id)
+            log_to = store.attach(found.run_id)
+            title = found.name
+            target = out_dir or root / params.paths.runs / found.tags.get("sweep", found.name)
+        else:
+            runs = pipeline_runs(store)
+            title = f"experiment {name}"
+            target = out_dir or root / params.paths.runs / "comparison"
+        result = compare_runs(runs, target.resolve(), _split_list(by), title=title,
+                              log_to=log_to)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    out.print(_frame_table(result.table, f"{title}: {len(result.frame)} runs"))
+    out.print(f"wrote {', '.join(str(p) for p in result.files)}")
 
 
 if __name__ == "__main__":

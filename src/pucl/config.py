@@ -36,11 +36,16 @@ class PathsParams(_Section):
     pupl: str = "data/pupl"
     classifier: str = "data/classifier"
     evaluate: str = "data/evaluate"
+    runs: str = Field("data/runs", description="per-run directories of flows and sweeps")
 
 
 class TrackingParams(_Section):
     uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite in root)")
-    experiment: str = "pucl"
+    experiment: str = Field("pucl", min_length=1)
+    registered_model: str = Field("pucl-classifier", min_length=1,
+                                  description="MLflow registered model of retrained classifiers")
+    champion_metric: Literal["accuracy", "f1", "roc_auc", "precision", "recall"] = "accuracy"
+    min_improvement: float = Field(0.0, ge=0.0, description="margin a challenger must beat")
 
 
 class DataParams(_Section):
@@ -188,6 +193,43 @@ def load_params(path: str | Path) -> Params:
     if raw is not None and not isinstance(raw, dict):
         raise ParamsError(f"params file {path} must hold a mapping of sections")
     return parse_params(raw)
+
+
+def parse_assignments(items: list[str]) -> dict[str, Any]:
+    """['pretrain.loss=punce', 'split.n_p=500'] -> {'pretrain.loss': 'punce', 'split.n_p': 500}.
+    Values are read as YAML, so numbers, booleans, null and lists keep their types."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ParamsError(f"expected key=value (e.g. pretrain.loss=punce), got {item!r}")
+        try:
+            out[key] = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError:
+            out[key] = text
+    return out
+
+
+def apply_overrides(raw: dict[str, Any] | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `raw` with dotted keys set ({'pretrain.augment.degrees': 5}); the result
+    still goes through `parse_params`, which rejects unknown names."""
+    import copy
+
+    out = copy.deepcopy(raw or {})
+    for key, value in overrides.items():
+        parts = key.split(".")
+        if any(not part for part in parts):
+            raise ParamsError(f"invalid parameter name {key!r} (expected section.name)")
+        node = out
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ParamsError(f"cannot set '{key}': '{'.'.join(parts[:depth + 1])}' "
+                                  "is a value, not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
 
 
 def flatten(section: BaseModel | dict[str, Any], prefix: str = "") -> dict[str, Any]:

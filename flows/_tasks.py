@@ -1,0 +1,42 @@
+"""Prefect tasks shared by the flows: one stage of the pipeline, with retries on transient
+errors only (a bad parameter or bad data fails at once; a flaky disk or network retries)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from pucl.config import Params
+from pucl.errors import PuclError
+from stages.runner import call_stage
+
+STAGE_RETRIES = 2
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: I/O and connection failures, never a user error."""
+    return isinstance(exc, OSError) and not isinstance(exc, PuclError)
+
+
+def retry_if_transient(task, task_run, state) -> bool:  # Prefect's retry_condition_fn
+    try:
+        state.result()
+    except BaseException as exc:
+        return is_transient(exc)
+    return False
+
+
+# DVC decides what to recompute, so Prefect must never serve a cached stage result.
+@task(name="stage", task_run_name="{stage}", retries=STAGE_RETRIES, retry_delay_seconds=5,
+      retry_condition_fn=retry_if_transient, cache_policy=NO_CACHE)
+def stage_task(stage: str, params: Params, workdir: Path, progress: bool,
+               parent_run_id: str | None) -> dict:
+    return call_stage(stage, params, workdir, progress, parent_run_id)
+
+
+def prefect_stage_call(stage: str, params: Params, workdir: Path, progress: bool,
+                       parent_run_id: str | None) -> dict:
+    """A `StageCall` for `run_pipeline` that runs each stage as a Prefect task."""
+    return stage_task(stage, params, workdir, progress, parent_run_id)

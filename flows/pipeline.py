@@ -1,0 +1,46 @@
+"""The pipeline flow: the six stages, in order, as Prefect tasks in a run directory.
+
+`pucl run [--set key=value ...]` runs it on params.yaml plus the overrides. Its outputs go
+to `<paths.runs>/<run name>/`, never to the DVC outputs, so a flow and `dvc repro` can run
+side by side; the same stage functions run in both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.runtime import flow_run
+
+from flows._tasks import prefect_stage_call
+from stages.runner import (
+    default_run_name,
+    project_root,
+    resolve_params,
+    run_directory,
+    run_pipeline,
+    safe_name,
+)
+
+
+def _flow_run_id() -> str:
+    try:
+        return str(flow_run.id or "")
+    except Exception:
+        return ""
+
+
+@flow(name="pucl-pipeline", description="PU split -> KM2 prior -> contrastive pretraining "
+      "-> PUPL -> classifier -> evaluation, in a run directory")
+def pipeline(overrides: dict[str, Any] | None = None, run_name: str | None = None,
+             project: str | None = None, progress: bool = True,
+             name_prefix: str = "run") -> dict[str, Any]:
+    """Returns the run's name, directory, MLflow parent run id and test metrics."""
+    root = Path(project).resolve() if project else project_root()
+    params = resolve_params(root, overrides)
+    name = safe_name(run_name) if run_name else default_run_name(params, name_prefix)
+    result = run_pipeline(params, run_directory(root, params, name), name,
+                          tags={"prefect_flow_run_id": _flow_run_id()}, progress=progress,
+                          entry="prefect", stage_call=prefect_stage_call)
+    return result.summary()

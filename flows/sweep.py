@@ -1,0 +1,110 @@
+"""The sweep flow: a grid over params and seeds, one pipeline per point.
+
+Points fan out over the flow's task runner (`pucl sweep` picks it: a local process pool
+by default, threads, or a Dask cluster at `--address`). Every point runs the stage
+functions in its own directory `<paths.runs>/<sweep>/<point>/` (never `dvc repro`, which
+holds one lock per checkout) under one MLflow parent run of the sweep; at the end the
+comparison table and the accuracy-against-gamma figure are written and logged to it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import wait
+
+from flows._tasks import retry_if_transient
+from pucl import tracking
+from pucl.errors import ParamsError, PuclError
+from pucl.sweep import SweepPoint, SweepSpec, expand, parse_sweep
+from stages.comparison import compare_runs, pipeline_runs
+from stages.runner import (
+    project_root,
+    read_raw_params,
+    resolve_params,
+    run_directory,
+    run_pipeline,
+    safe_name,
+)
+
+
+class SweepFailed(RuntimeError):
+    """Some points of a sweep failed (the others completed and were compared)."""
+
+
+def validate_points(spec: SweepSpec, root: Path, raw: dict | None = None) -> list[SweepPoint]:
+    """Every point's params, validated before any point runs."""
+    raw = raw if raw is not None else read_raw_params(root)
+    points = expand(spec)
+    for point in points:
+        try:
+            resolve_params(root, point.overrides, raw)
+        except PuclError as exc:
+            raise ParamsError(f"sweep point {point.name}: {exc}") from None
+    return points
+
+
+@task(name="sweep-point", task_run_name="{point_name}", retries=1, retry_delay_seconds=5,
+      retry_condition_fn=retry_if_transient, cache_policy=NO_CACHE)
+def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], root: str,
+              sweep_name: str, sweep_run_id: str | None) -> dict[str, Any]:
+    """One grid point: the whole pipeline in its own directory, nested under the sweep."""
+    if sweep_run_id is None:  # the store was unusable when the sweep started: say it once
+        os.environ[tracking.TRACKING_ENV] = "off"
+    project = Path(root)
+    params = resolve_params(project, overrides, raw)
+    workdir = run_directory(project, params, f"{sweep_name}/{safe_name(point_name)}")
+    result = run_pipeline(params, workdir, point_name, tags={"sweep": sweep_name},
+                          entry="sweep", parent_run_id=sweep_run_id)
+    return result.summary()
+
+
+@flow(name="pucl-sweep", description="Grid over params and seeds, one pipeline per point, "
+      "compared at the end")
+def sweep(spec: dict[str, Any], project: str | None = None,
+          by: list[str] | None = None) -> dict[str, Any]:
+    logger = get_run_logger()
+    root = Path(project).resolve() if project else project_root()
+    sweep_spec = parse_sweep(spec)
+    raw = read_raw_params(root)
+    points = validate_points(sweep_spec, root, raw)
+    base = resolve_params(root, points[0].overrides, raw)
+    uri = tracking.resolve_tracking_uri(base.tracking.uri, tracking.project_root())
+    out_dir = run_directory(root, base, sweep_spec.name)
+    tags = {"kind": "sweep", "sweep": sweep_spec.name, "points": len(points),
+            "dataset": base.data.dataset, "task": base.data.task}
+    with tracking.tracked_run(f"sweep:{sweep_spec.name}", base.tracking.experiment, uri,
+                              tracking.project_root(), tags) as parent:
+        parent.log_params({"sweep.name": sweep_spec.name, "sweep.seeds": sweep_spec.seeds,
+                           **{f"sweep.grid.{k}": v for k, v in sweep_spec.grid.items()},
+                           **{f"sweep.set.{k}": v for k, v in sweep_spec.set.items()}})
+        parent.log_text(yaml.safe_dump(spec, sort_keys=False), "sweep.yaml")
+        logger.info(f"sweep {sweep_spec.name}: {len(points)} points -> {out_dir}")
+        futures = [run_point.submit(p.name, p.overrides, raw, str(root), sweep_spec.name,
+                                    parent.run_id) for p in points]
+        wait(futures)
+        results, failed = [], []
+        for point, future in zip(points, futures, strict=True):
+            if future.state.is_completed():
+                results.append(future.result())
+            else:
+                failed.append(point.name)
+                logger.error(f"point {point.name} failed: {future.state.message}")
+        comparison = None
+        store = tracking.try_open_store(uri, base.tracking.experiment, tracking.project_root())
+        if store is not None and parent.run_id and results:
+            comparison = compare_runs(pipeline_runs(store, parent.run_id), out_dir, by or (),
+                                      title=f"sweep {sweep_spec.name}", log_to=parent)
+            logger.info(f"comparison: {comparison.files[0]}")
+        parent.log_metrics({"points_completed": len(results), "points_failed": len(failed)})
+        if failed:
+            raise SweepFailed(f"{len(failed)} of {len(points)} sweep points failed: "
+                              f"{', '.join(failed)}")
+    return {"sweep": sweep_spec.name, "mlflow_run_id": parent.run_id, "out_dir": str(out_dir),
+            "points": results,
+            "comparison": str(comparison.files[0]) if comparison else None}

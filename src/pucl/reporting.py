@@ -1,0 +1,125 @@
+"""Run comparison: tables of pipeline runs and the accuracy-against-gamma figure.
+
+Pure functions over plain run records ({name, run_id, params, metrics}); `pucl compare`
+and the sweep flow read the records from MLflow and write what these return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+KEY_METRICS = ("accuracy", "f1", "roc_auc", "prior_abs_error", "pseudo_label_accuracy",
+               "knn_accuracy")
+# Params that change how a run executes, not what it computes.
+EXECUTION_PARAMS = ("base.device", "base.threads", "tracking.uri", "tracking.experiment")
+
+
+def _value(text: Any) -> Any:
+    """MLflow stores params as strings: give numbers back their type for sorting."""
+    if not isinstance(text, str):
+        return text
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def runs_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: `run`, `run_id`, every param (`param:` prefix dropped), `gamma`
+    and the key metrics present."""
+    rows = []
+    for rec in records:
+        row = {"run": rec["name"], "run_id": rec["run_id"]}
+        row.update({k: _value(v) for k, v in rec.get("params", {}).items()})
+        metrics = rec.get("metrics", {})
+        row["gamma"] = metrics.get("gamma", np.nan)
+        row.update({m: metrics.get(m, np.nan) for m in KEY_METRICS})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def param_columns(frame: pd.DataFrame) -> list[str]:
+    fixed = {"run", "run_id", "gamma", *KEY_METRICS}
+    return [c for c in frame.columns if c not in fixed]
+
+
+def varying_params(frame: pd.DataFrame) -> list[str]:
+    """Params whose value differs between runs (missing counts as a value)."""
+    out = []
+    for col in param_columns(frame):
+        if col in EXECUTION_PARAMS:
+            continue
+        if frame[col].astype(str).nunique(dropna=False) > 1:
+            out.append(col)
+    return out
+
+
+def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Without `by`: one row per run, with the params that differ and the key metrics.
+    With `by`: one row per value of those params, metrics as mean and std over the runs
+    in the group (`n` of them)."""
+    metrics = [m for m in KEY_METRICS if m in frame and frame[m].notna().any()]
+    if frame.empty:
+        return pd.DataFrame(columns=["run", *metrics])
+    unknown = [b for b in by if b not in frame.columns]
+    if unknown:
+        allowed = ", ".join(sorted(param_columns(frame)))
+        raise ValueError(f"unknown parameter {unknown[0]!r} for --by (runs have: {allowed})")
+    gamma = ["gamma"] if frame["gamma"].notna().any() else []
+    if not by:
+        varying = varying_params(frame)
+        table = frame[["run", *varying, *gamma, *metrics]]
+        return table.sort_values([*varying, "run"] if varying else ["run"],
+                                 kind="stable").reset_index(drop=True)
+    grouped = frame.groupby(list(by), dropna=False, sort=True)
+    table = grouped[[*gamma, *metrics]].mean()
+    for m in metrics:
+        table[f"{m}_std"] = grouped[m].std(ddof=0)
+    table["n"] = grouped.size()
+    ordered = [c for m in [*gamma, *metrics] for c in (m, f"{m}_std") if c in table]
+    return table[[*ordered, "n"]].reset_index()
+
+
+def format_cell(value: Any) -> str:
+    if isinstance(value, (float, np.floating)):
+        return "nan" if not np.isfinite(value) else f"{value:.4f}"
+    return str(value)
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    header = "| " + " | ".join(str(c) for c in table.columns) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    rows = ["| " + " | ".join(format_cell(v) for v in row) + " |"
+            for row in table.itertuples(index=False)]
+    return "\n".join([header, rule, *rows]) + "\n"
+
+
+def gamma_figure(frame: pd.DataFrame, hue: str = "pretrain.loss", metric: str = "accuracy"):
+    """Test `metric` against gamma = n_p / n_u, one line per `hue` value, mean +- std over
+    the other runs at each gamma (the paper's Figure 11)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    data = frame.dropna(subset=["gamma", metric])
+    groups = data.groupby(hue, sort=True) if hue in data else [("all runs", data)]
+    for label, part in groups:
+        stats = part.groupby("gamma")[metric].agg(["mean", "std", "size"]).reset_index()
+        ax.errorbar(stats["gamma"], stats["mean"], yerr=stats["std"].fillna(0.0),
+                    marker="o", capsize=3, label=str(label))
+    if len(data) and data["gamma"].nunique() > 1:
+        ax.set_xscale("log")
+    ax.set(xlabel="gamma = n_p / n_u", ylabel=f"test {metric}",
+           title=f"{metric} against gamma" + (f" by {hue}" if hue in data else ""))
+    ax.grid(alpha=0.3)
+    if len(data):
+        ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,115 @@
+"""Sweep specifications: a grid over params and seeds, expanded into named points.
+
+A sweep file (YAML):
+
+    name: loss-by-gamma          # names the MLflow parent run and the run directory
+    seeds: [0, 1]                # base.seed values; every grid point runs with each
+    grid:                        # cartesian product over dotted params
+      pretrain.loss: [pucl, punce]
+      split.n_p: [250, 1000]
+    set:                         # fixed overrides of every point
+      pretrain.epochs: 20
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from pucl.errors import ParamsError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class SweepSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="letters, digits, '.', '_' and '-'")
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    set: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise ValueError(f"must use letters, digits, '.', '_' and '-' only, got {v!r}")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: list[int]) -> list[int]:
+        if any(s < 0 for s in v) or len(set(v)) != len(v):
+            raise ValueError(f"must be distinct non-negative integers, got {v}")
+        return v
+
+    @field_validator("grid")
+    @classmethod
+    def _grid(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in v.items():
+            if "." not in key:
+                raise ValueError(f"keys are dotted params like 'pretrain.loss', got {key!r}")
+            if key == "base.seed":
+                raise ValueError("put seeds under 'seeds:', not in the grid")
+            if not values:
+                raise ValueError(f"{key!r} has no values")
+        return v
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    name: str
+    overrides: dict[str, Any]
+    seed: int
+
+
+def parse_sweep(raw: Any, source: str = "sweep file") -> SweepSpec:
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{source} must hold a mapping with name, seeds, grid and set")
+    try:
+        return SweepSpec.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(p) for p in error["loc"])
+        if error["type"] == "extra_forbidden":
+            raise ParamsError(f"{source}: unknown key '{key}' (allowed: name, seeds, grid, "
+                              "set)") from None
+        raise ParamsError(f"{source}: invalid '{key}' = {error.get('input')!r}: "
+                          f"{error['msg']}") from None
+
+
+def load_sweep(path: str | Path) -> SweepSpec:
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(f"sweep file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"sweep file {path} is not valid YAML: {exc}") from None
+    return parse_sweep(raw, f"sweep file {path}")
+
+
+def _label(value: Any) -> str:
+    return str(value).replace("/", "_").replace(" ", "")
+
+
+def expand(spec: SweepSpec) -> list[SweepPoint]:
+    """Every grid combination x every seed, with readable unique names
+    (`loss=pucl,n_p=250,s0`); short param names unless two grid keys share one."""
+    keys = list(spec.grid)
+    short = [k.rsplit(".", 1)[-1] for k in keys]
+    labels = short if len(set(short)) == len(short) else keys
+    points = []
+    for combo in itertools.product(*(spec.grid[k] for k in keys)):
+        for seed in spec.seeds:
+            parts = [f"{label}={_label(v)}" for label, v in zip(labels, combo, strict=True)]
+            name = ",".join([*parts, f"s{seed}"])
+            overrides = {**spec.set, **dict(zip(keys, combo, strict=True)), "base.seed": seed}
+            points.append(SweepPoint(name, overrides, seed))
+    return points

@@ -1,0 +1,106 @@
+"""Sweep files, --set overrides and the comparison table, against hand-computed answers."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pucl.config import apply_overrides, parse_assignments, parse_params
+from pucl.errors import ParamsError
+from pucl.reporting import comparison_table, runs_frame, varying_params
+from pucl.sweep import expand, parse_sweep
+
+
+def test_expand_is_the_cartesian_product_times_seeds():
+    spec = parse_sweep({"name": "s", "seeds": [0, 3],
+                        "grid": {"pretrain.loss": ["pucl", "punce"], "split.n_p": [100, 200, 400]},
+                        "set": {"pretrain.epochs": 2}})
+    points = expand(spec)
+    expected = list(itertools.product(["pucl", "punce"], [100, 200, 400], [0, 3]))
+    assert [(p.overrides["pretrain.loss"], p.overrides["split.n_p"], p.seed)
+            for p in points] == expected
+    assert all(p.overrides["pretrain.epochs"] == 2 and p.overrides["base.seed"] == p.seed
+               for p in points)
+    assert len({p.name for p in points}) == len(points) == 12
+    assert points[0].name == "loss=pucl,n_p=100,s0"
+
+
+def test_expand_uses_full_keys_when_short_names_collide():
+    spec = parse_sweep({"name": "s", "grid": {"prior.method": ["km2"], "pupl.method": ["x"]}})
+    assert expand(spec)[0].name == "prior.method=km2,pupl.method=x,s0"
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"seeds": [0]}, "'name'"),
+    ({"name": "a b"}, "letters, digits"),
+    ({"name": "s", "seeds": []}, "'seeds'"),
+    ({"name": "s", "seeds": [1, 1]}, "distinct"),
+    ({"name": "s", "grid": {"loss": ["pucl"]}}, "dotted"),
+    ({"name": "s", "grid": {"base.seed": [1]}}, "seeds"),
+    ({"name": "s", "grid": {"split.n_p": []}}, "no values"),
+    ({"name": "s", "grids": {}}, "unknown key 'grids'"),
+    (["name"], "mapping"),
+])
+def test_bad_sweep_files_are_refused_with_the_bad_value(raw, message):
+    with pytest.raises(ParamsError, match=message):
+        parse_sweep(raw)
+
+
+def test_assignments_keep_yaml_types():
+    assert parse_assignments(["split.n_p=500", "pretrain.loss=punce", "split.prior=null",
+                              "prior.refine_bandwidth=false", "pretrain.temperature=0.2"]) == {
+        "split.n_p": 500, "pretrain.loss": "punce", "split.prior": None,
+        "prior.refine_bandwidth": False, "pretrain.temperature": 0.2}
+    with pytest.raises(ParamsError, match="expected key=value"):
+        parse_assignments(["split.n_p"])
+
+
+def test_overrides_set_nested_values_without_touching_the_input():
+    raw = {"pretrain": {"augment": {"degrees": 10.0}, "loss": "pucl"}}
+    out = apply_overrides(raw, {"pretrain.augment.degrees": 5.0, "split.n_p": 7})
+    assert out == {"pretrain": {"augment": {"degrees": 5.0}, "loss": "pucl"},
+                   "split": {"n_p": 7}}
+    assert raw["pretrain"]["augment"]["degrees"] == 10.0
+    with pytest.raises(ParamsError, match="'pretrain.loss' is a value"):
+        apply_overrides(raw, {"pretrain.loss.x": 1})
+    with pytest.raises(ParamsError, match="did you mean 'temperature'"):
+        parse_params(apply_overrides(raw, {"pretrain.temprature": 0.1}))
+
+
+def _records():
+    rows = []
+    for i, (loss, seed) in enumerate(itertools.product(["pucl", "sscl"], [0, 1, 2])):
+        acc = {"pucl": 0.9, "sscl": 0.8}[loss] + 0.01 * seed
+        rows.append({"name": f"r{i}", "run_id": f"id{i}",
+                     "params": {"pretrain.loss": loss, "base.seed": str(seed),
+                                "split.n_p": "1000", "base.threads": str(1 + i % 2)},
+                     "metrics": {"accuracy": acc, "gamma": 0.25, "f1": acc - 0.1}})
+    return rows
+
+
+def test_comparison_lists_only_params_that_differ():
+    frame = runs_frame(_records())
+    assert varying_params(frame) == ["pretrain.loss", "base.seed"]  # threads: execution only
+    table = comparison_table(frame)
+    assert len(table) == 6
+    assert list(table.columns[:4]) == ["run", "pretrain.loss", "base.seed", "gamma"]
+    assert "split.n_p" not in table.columns
+
+
+def test_grouped_comparison_is_mean_and_population_std():
+    table = comparison_table(runs_frame(_records()), by=["pretrain.loss"]).set_index(
+        "pretrain.loss")
+    for loss, base in (("pucl", 0.9), ("sscl", 0.8)):
+        values = np.array([base, base + 0.01, base + 0.02])
+        assert table.loc[loss, "accuracy"] == pytest.approx(values.mean())
+        assert table.loc[loss, "accuracy_std"] == pytest.approx(values.std())
+        assert table.loc[loss, "n"] == 3
+    with pytest.raises(ValueError, match="unknown parameter 'pretrain.los'"):
+        comparison_table(runs_frame(_records()), by=["pretrain.los"])
+
+
+def test_empty_comparison_has_no_rows():
+    assert comparison_table(pd.DataFrame(columns=["run", "gamma", "accuracy"])).empty
