@@ -61,7 +61,7 @@ def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], r
     workdir = run_directory(project, params, f"{sweep_name}/{safe_name(point_name)}")
     result = run_pipeline(params, workdir, point_name, tags={"sweep": sweep_name},
                           entry="sweep", parent_run_id=sweep_run_id)
-    return result.summary()
+    return {**result.summary(), "overrides": overrides}
 
 
 @flow(name="pucl-sweep", description="Grid over params and seeds, one pipeline per point, "

@@ -53,7 +53,8 @@ class PipelineResult:
         """Plain data (for Prefect results and tables)."""
         return {"name": self.name, "workdir": str(self.workdir),
                 "mlflow_run_id": self.mlflow_run_id, "metrics": self.metrics,
-                "gamma": self.stages.get("build_split", {}).get("gamma")}
+                "gamma": self.stages.get("build_split", {}).get("gamma"),
+                "pretrain_seconds": self.stages.get("pretrain", {}).get("train_seconds")}
 
 
 def read_raw_params(root: Path) -> dict:

@@ -57,4 +57,29 @@ def test_ablate_validates_every_configuration_before_running(project):
     result = pucl(project, "ablate", "--losses", "pucl,sscl", "--n-p", "100", "--seeds", "0",
                   "--epochs", "0")
     assert result.returncode == 2 and "pretrain.epochs" in result.stderr
-    assert not (project / "data/ablation").exists()  # nothing ran
+    assert not (project / "data/runs").exists()  # nothing ran
+
+
+def test_flow_commands_refuse_bad_input_before_starting_prefect(project):
+    (project / "bad_sweep.yaml").write_text("name: s\ngrid:\n  split.n_p: [100, -1]\n")
+    (project / "typo_sweep.yaml").write_text("name: s\ngird: {}\n")
+    cases = [
+        (("run", "--set", "pretrain.loss=simclr"), "pretrain.loss"),
+        (("run", "--set", "pretrain.temprature=0.1"), "did you mean 'temperature'"),
+        (("run", "--set", "n_p"), "expected key=value"),
+        (("sweep", "--grid", "missing.yaml"), "sweep file not found: missing.yaml"),
+        (("sweep", "--grid", "bad_sweep.yaml"), "sweep point n_p=-1,s0: invalid parameter "
+                                                "'split.n_p' = -1"),
+        (("sweep", "--grid", "typo_sweep.yaml"), "unknown key 'gird'"),
+        (("sweep", "--grid", "bad_sweep.yaml", "--runner", "ray"), "invalid --runner 'ray'"),
+        (("serve", "--cron", "every night"), "invalid --cron 'every night'"),
+        (("compare", "--sweep", "nope"), "no sweep"),
+        (("compare", "--by", "pretrain.los"), "no finished pipeline runs"),
+    ]
+    for args, message in cases:
+        result = pucl(project, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
+    assert not (project / "data").exists()  # nothing ran, nothing was written

@@ -20,7 +20,7 @@ from pucl.errors import PuclError
 
 app = typer.Typer(help="Contrastive PU learning pipeline (DVC stages, MLflow tracking).",
                   no_args_is_help=True, add_completion=False)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the width
 # Tables of runs are wide: do not squeeze them to 80 columns when piped to a file.
 out = Console() if sys.stdout.isatty() else Console(width=220)
 
@@ -151,51 +151,45 @@ def ablate(
     """Train every objective with the same budget and seeds on the configured data, and
     write one table: objective x n_p x seeds (kNN, PUPL pseudo-label and test accuracy).
 
-    Runs the stages in-process, each configuration in its own directory under
-    data/ablation/ (no DVC). PUNCE and DCL get the true prior of U (oracle), so the table
-    isolates the objectives from prior-estimation error."""
-    import yaml
-
-    from pucl.config import parse_params
-    from pucl.losses import LOSSES, PRIOR_LOSSES
-    from stages.runner import run_pipeline
+    Runs as one sweep (the sweep flow), each configuration in its own directory under
+    data/runs/ablation/ (no DVC), tracked in the MLflow experiment 'ablation'. PUNCE and DCL
+    get the true prior of U (oracle), so the table isolates the objectives from
+    prior-estimation error."""
+    from pucl.losses import LOSSES
+    from pucl.sweep import parse_sweep
     from stages.summaries import ablation_tables
 
-    root = tracking.project_root()
-    raw = yaml.safe_load((root / "params.yaml").read_text())
+    root = _project()
     names = [v.strip() for v in losses.split(",") if v.strip()]
     unknown = [v for v in names if v not in LOSSES]
     if unknown:
         _fail(f"unknown loss {unknown[0]!r} (allowed: {', '.join(sorted(LOSSES))})")
-    grid = [(loss, k, seed) for loss in names for k in _ints(n_p) for seed in _ints(seeds)]
-    configs = []
-    for loss, k, seed in grid:  # validate every configuration before running any
-        config = {**raw, "base": {**raw["base"], "seed": seed},
-                  "split": {**raw["split"], "n_p": k},
-                  "prior": {**raw["prior"], "method": "oracle"},
-                  "pretrain": {**raw["pretrain"], "loss": loss, "epochs": epochs,
-                               "prior": "oracle" if loss in PRIOR_LOSSES else "estimate"},
-                  "tracking": {**raw.get("tracking", {}), "experiment": "ablation"}}
-        try:
-            configs.append((loss, k, seed, parse_params(config)))
-        except PuclError as exc:
-            _fail(f"{loss}, n_p={k}, seed={seed}: {exc}", exc.exit_code)
+    # One sweep: objective x n_p x seed. The oracle prior is ignored by prior-free losses.
+    try:
+        from flows.sweep import validate_points
+
+        spec = parse_sweep({
+            "name": "ablation", "seeds": _ints(seeds),
+            "grid": {"pretrain.loss": names, "split.n_p": _ints(n_p)},
+            "set": {"prior.method": "oracle", "pretrain.prior": "oracle",
+                    "pretrain.epochs": epochs, "tracking.experiment": "ablation"}})
+
+        validate_points(spec, root)  # every configuration, before running any
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    _prefect_env()
+    from flows.sweep import sweep as sweep_flow
+
+    result = _run_flow(lambda: sweep_flow(spec=spec.model_dump(), project=str(root)))
     rows = []
-    for i, (loss, k, seed, params) in enumerate(configs, start=1):
-        name = f"{loss}-np{k}-s{seed}"
-        err.print(f"[{i}/{len(configs)}] {name}", highlight=False)
-        try:
-            result = run_pipeline(params, root / "data" / "ablation" / name, name,
-                                  {"loss": loss, "n_p": k, "seed": seed})
-        except PuclError as exc:
-            _fail(f"{name}: {exc}", exc.exit_code)
-        metrics = result.metrics
-        rows.append({"loss": loss, "n_p": k, "seed": seed,
-                     "gamma": result.stages["build_split"]["gamma"],
+    for point in result["points"]:
+        metrics, chosen = point["metrics"], point["overrides"]
+        rows.append({"loss": chosen["pretrain.loss"], "n_p": chosen["split.n_p"],
+                     "seed": chosen["base.seed"], "gamma": point["gamma"],
                      "knn_accuracy": metrics["knn_accuracy"],
                      "pseudo_label_accuracy": metrics["pseudo_label_accuracy"],
                      "accuracy": metrics["accuracy"],
-                     "pretrain_seconds": result.stages["pretrain"]["train_seconds"]})
+                     "pretrain_seconds": point["pretrain_seconds"]})
     markdown, table = ablation_tables(rows, epochs=epochs)
     from stages._common import atomic_path, write_table
 
@@ -242,9 +236,13 @@ def _prefect_env() -> None:
 
 
 def _run_flow(call):
-    """Run a flow; user errors raised inside it become one line and exit 2."""
+    """Run a flow against one Prefect API; user errors raised inside it become one line
+    and exit 2."""
+    from flows._server import prefect_api
+
     try:
-        return call()
+        with prefect_api():
+            return call()
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
 
@@ -307,8 +305,8 @@ def serve(
     from flows.retrain import retrain
 
     out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
-    retrain.serve(name=name, cron=cron, parameters={"overrides": overrides,
-                                                   "project": str(root)})
+    _run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
+        "overrides": overrides, "project": str(root)}))
 
 
 RUNNERS = ("processes", "threads", "dask")
@@ -358,8 +356,10 @@ def sweep(
     if result["comparison"]:
         import pandas as pd
 
+        from pucl.reporting import with_std
+
         table = pd.read_csv(result["comparison"])
-        out.print(_frame_table(table, f"sweep {spec.name}"))
+        out.print(_frame_table(with_std(table), f"sweep {spec.name}"))
         out.print(f"comparison: {Path(result['comparison']).parent}")
 
 
@@ -425,7 +425,9 @@ def compare(
                               log_to=log_to)
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
-    out.print(_frame_table(result.table, f"{title}: {len(result.frame)} runs"))
+    from pucl.reporting import with_std
+
+    out.print(_frame_table(with_std(result.table), f"{title}: {len(result.frame)} runs"))
     out.print(f"wrote {', '.join(str(p) for p in result.files)}")
 
 

@@ -86,6 +86,17 @@ def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFram
     return table[[*ordered, "n"]].reset_index()
 
 
+def with_std(table: pd.DataFrame) -> pd.DataFrame:
+    """For display: `m` and `m_std` columns merged into one 'mean +- std' column."""
+    out = table.copy()
+    for col in list(out.columns):
+        if f"{col}_std" in out.columns:
+            out[col] = [f"{format_cell(m)} +- {format_cell(s)}"
+                        for m, s in zip(out[col], out[f"{col}_std"], strict=True)]
+            out = out.drop(columns=f"{col}_std")
+    return out
+
+
 def format_cell(value: Any) -> str:
     if isinstance(value, (float, np.floating)):
         return "nan" if not np.isfinite(value) else f"{value:.4f}"
@@ -112,12 +123,13 @@ def gamma_figure(frame: pd.DataFrame, hue: str = "pretrain.loss", metric: str = 
     data = frame.dropna(subset=["gamma", metric])
     groups = data.groupby(hue, sort=True) if hue in data else [("all runs", data)]
     for label, part in groups:
-        stats = part.groupby("gamma")[metric].agg(["mean", "std", "size"]).reset_index()
+        grouped = part.groupby("gamma")[metric]
+        stats = pd.DataFrame({"mean": grouped.mean(), "std": grouped.std(ddof=0)}).reset_index()
         ax.errorbar(stats["gamma"], stats["mean"], yerr=stats["std"].fillna(0.0),
                     marker="o", capsize=3, label=str(label))
     if len(data) and data["gamma"].nunique() > 1:
         ax.set_xscale("log")
-    ax.set(xlabel="gamma = n_p / n_u", ylabel=f"test {metric}",
+    ax.set(xlabel="gamma = n_p / n_u", ylabel=f"test {metric} (mean +- std)",
            title=f"{metric} against gamma" + (f" by {hue}" if hue in data else ""))
     ax.grid(alpha=0.3)
     if len(data):

@@ -274,6 +274,11 @@ class Store:
 
 
 def _configure_http() -> None:
+    import logging
+
+    # "Creating initial MLflow database tables..." is noise on every fresh store.
+    for name in ("mlflow.store.db.utils", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     # A tracking server that is down must not stall the pipeline for minutes of retries.
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
