@@ -14,7 +14,7 @@ import tempfile
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,12 @@ DEBUG_ENV = "PUCL_DEBUG"
 
 # Which params sections each stage reads (mirrors `params:` in dvc.yaml).
 STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
-    "build_split": ("data", "split"),
+    "build_split": ("data", "split", "validation"),
     "estimate_prior": ("data", "prior"),
     "pretrain": ("data", "pretrain"),
-    "pupl_label": ("data", "pupl"),
+    "pupl_label": ("data", "pupl", "validation"),
     "train_classifier": ("data", "classifier"),
-    "evaluate": ("data", "evaluate"),
+    "evaluate": ("data", "evaluate", "validation"),
 }
 
 
@@ -51,6 +51,7 @@ class StageContext:
     root: Path
     run: tracking.Run
     progress: bool = True
+    validations: dict = field(default_factory=dict)
 
     def path(self, section: str, filename: str) -> Path:
         """An input or output file under the directory `paths.<section>`."""
@@ -67,6 +68,25 @@ class StageContext:
 
     def manifest(self) -> pd.DataFrame:
         return read_table(self.path("split", "manifest.parquet"))
+
+    def validate(self, build: Callable[[], Any]) -> Any:
+        """Run a data-contract suite (`build()` returns its report) when validation is on.
+        The full report goes to MLflow; a failed suite stops the stage with one line."""
+        if not self.params.validation.enabled:
+            return None
+        from pucl.validation import enforce
+
+        report = build()
+        self.run.log_text(json.dumps(report.to_dict(), indent=2),
+                          f"validation/{report.suite}.json")
+        self.validations[report.suite] = {"success": report.success,
+                                          "evaluated": len(report.results),
+                                          "failed": len(report.failures)}
+        return enforce(report)
+
+    def write_validation(self, section: str) -> None:
+        """The suites' outcome as a DVC metrics file of the stage (empty when off)."""
+        write_json(self.path(section, "validation.json"), self.validations)
 
     def read_json(self, section: str, filename: str) -> dict:
         path = self.path(section, filename)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from pucl.data.registry import dataset_spec
 from pucl.data.split import make_pu_split
+from pucl.validation import suites
 from stages._common import StageContext, main_for, write_json, write_table
 
 NAME = "build_split"
@@ -20,6 +22,9 @@ def run(ctx: StageContext) -> dict:
     p = ctx.params
     data = ctx.data()
     task = ctx.task()
+    spec = dataset_spec(p.data.dataset)
+    ctx.validate(lambda: suites.raw_data(data.x_train, data.y_train, data.x_test, data.y_test,
+                                         spec.classes, spec.image_shape))
     rng = np.random.default_rng(p.base.seed)
 
     keep_train = np.flatnonzero(task.keep(data.y_train))
@@ -48,8 +53,13 @@ def run(ctx: StageContext) -> dict:
         "dataset": p.data.dataset,
         "task": p.data.task,
     }
+    ctx.validate(lambda: suites.pu_split(
+        manifest, summary, data.x_train[train["index"].to_numpy()],
+        data.x_test[test["index"].to_numpy()], p.split.n_p, p.split.prior,
+        p.validation.prior_tolerance))
     write_table(ctx.path("split", "manifest.parquet"), manifest)
     write_json(ctx.path("split", "summary.json"), summary)
+    ctx.write_validation("split")
     ctx.run.log_artifact(ctx.path("split", "summary.json"))
     ctx.run.log_artifact(ctx.path("split", "manifest.parquet"))
     return {k: v for k, v in summary.items() if isinstance(v, (int, float))}

@@ -22,6 +22,7 @@ from pucl.errors import DataError  # noqa: E402
 from pucl.features import embed  # noqa: E402
 from pucl.metrics import classification_metrics, knn_accuracy, roc_points  # noqa: E402
 from pucl.runtime import resolve_device  # noqa: E402
+from pucl.validation import suites  # noqa: E402
 from stages._artifacts import load_head, load_model  # noqa: E402
 from stages._common import (  # noqa: E402
     StageContext,
@@ -106,7 +107,9 @@ def run(ctx: StageContext) -> dict:
                            f"{p.embedding} of test encoder features")
     save_figure(ctx.path("evaluate", "embedding.png"), fig)
 
+    ctx.validate(lambda: suites.metrics(metrics))
     write_json(ctx.path("evaluate", "metrics.json"), metrics)
+    ctx.write_validation("evaluate")
     for name in ("metrics.json", "roc.csv", "roc.png", "embedding.png"):
         ctx.run.log_artifact(ctx.path("evaluate", name))
     # The deployable classifier (encoder + head) as an MLflow model with its signature.

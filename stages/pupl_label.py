@@ -12,6 +12,7 @@ import pandas as pd
 from pucl.features import embed
 from pucl.pupl import prior_rank, pu_kmeans
 from pucl.runtime import resolve_device
+from pucl.validation import suites
 from stages._artifacts import load_model
 from stages._common import StageContext, main_for, write_json, write_table
 
@@ -26,6 +27,10 @@ def run(ctx: StageContext) -> dict:
     model = load_model(ctx.path("pretrain", "model.pt"))
     device = resolve_device(ctx.params.base.device)
     z = embed(model, data.x_train[train["index"].to_numpy()], p.features, device)
+    expected_dim = (model.head.net[-1].out_features if p.features == "projector"
+                    else model.encoder.out_dim)
+    ctx.validate(lambda: suites.features(z, expected_dim,
+                                         ctx.params.validation.feature_variance_floor))
     labeled = train["pu"].to_numpy() == 1
     if p.method == "pu_kmeans":
         result = pu_kmeans(z, labeled, p.restarts, p.max_iter,
@@ -42,8 +47,11 @@ def run(ctx: StageContext) -> dict:
                "potential": result.potential, "positive_fraction": result.positive_fraction,
                "positive_fraction_u": float(result.labels[train["in_u"].to_numpy()].mean()),
                "prior_used": prior_used, "n": len(labels)}
+    ctx.validate(lambda: suites.pseudo_labels(train, labels,
+                                              ctx.params.validation.positive_fraction))
     write_table(ctx.path("pupl", "labels.parquet"), labels)
     write_json(ctx.path("pupl", "summary.json"), summary)
+    ctx.write_validation("pupl")
     ctx.run.log_artifact(ctx.path("pupl", "summary.json"))
     ctx.run.log_artifact(ctx.path("pupl", "labels.parquet"))
     ctx.run.set_tags({"pupl_method": result.method, "pupl_features": p.features})

@@ -139,6 +139,25 @@ class EvaluateParams(_Section):
     embedding_points: int = Field(1000, ge=10)
 
 
+class ValidationParams(_Section):
+    """Data contracts between stages (great-expectations suites)."""
+
+    enabled: bool = True
+    prior_tolerance: float = Field(0.02, gt=0.0, lt=1.0,
+                                   description="U's prior vs split.prior, when that is set")
+    feature_variance_floor: float = Field(1e-8, ge=0.0,
+                                          description="below it a feature dimension collapsed")
+    positive_fraction: tuple[float, float] = Field(
+        (0.05, 0.95), description="sane band of the PUPL positive fraction")
+
+    @field_validator("positive_fraction")
+    @classmethod
+    def _band(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0.0 <= v[0] < v[1] <= 1.0:
+            raise ValueError(f"must be [low, high] with 0 <= low < high <= 1, got {list(v)}")
+        return v
+
+
 class Params(_Section):
     base: BaseParams = BaseParams()
     paths: PathsParams = PathsParams()
@@ -150,6 +169,7 @@ class Params(_Section):
     pupl: PuplParams = PuplParams()
     classifier: ClassifierParams = ClassifierParams()
     evaluate: EvaluateParams = EvaluateParams()
+    validation: ValidationParams = ValidationParams()
 
 
 def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pucl.errors import ParamsError
+from pucl.errors import DataError, ParamsError
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,17 @@ class ImageData:
 class DatasetSpec:
     loader: Callable[..., ImageData]
     tasks: tuple[str, ...]
+    classes: tuple[int, ...]  # the original class labels (the raw-data contract)
+    image_shape: tuple[int, int, int]
 
 
 DATASETS: dict[str, DatasetSpec] = {}
 
 
-def register(name: str, tasks: tuple[str, ...]):
+def register(name: str, tasks: tuple[str, ...], classes: tuple[int, ...],
+             image_shape: tuple[int, int, int]):
     def wrap(loader: Callable[..., ImageData]) -> Callable[..., ImageData]:
-        DATASETS[name] = DatasetSpec(loader, tasks)
+        DATASETS[name] = DatasetSpec(loader, tasks, classes, image_shape)
         return loader
 
     return wrap
@@ -69,6 +72,6 @@ def load_dataset(name: str, **options) -> ImageData:
     for part in ("x_train", "x_test"):
         arr = getattr(data, part)
         if arr.dtype != np.uint8 or arr.ndim != 4:
-            raise TypeError(f"{name} loader returned {part} {arr.dtype} {arr.shape}, "
-                            "expected uint8 [n, c, h, w]")
+            raise DataError(f"dataset {name}: {part} is {arr.dtype} {list(arr.shape)}, "
+                            "expected uint8 images [n, channels, height, width]")
     return data

@@ -1,0 +1,186 @@
+"""The data contracts between stages, as great-expectations suites in code.
+
+Each function turns arrays or tables into small pandas frames (per row, per dimension or
+one summary row) plus the expectations they must meet, and runs them. They return the
+report; `enforce` turns a failed one into a one-line error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from pucl.validation.engine import Check, SuiteReport, run_suite
+
+REQUIRED_METRICS = ("accuracy", "f1", "precision", "recall", "roc_auc")
+BOUNDED_METRICS = ("accuracy", "f1", "precision", "recall", "roc_auc", "prior_estimate",
+                   "prior_true", "prior_abs_error", "pseudo_label_accuracy", "knn_accuracy")
+
+
+def _image_rows(x: np.ndarray, y: np.ndarray, split: str) -> pd.DataFrame:
+    flat = x.reshape(len(x), -1)
+    as_float = flat.astype(np.float64, copy=False)
+    return pd.DataFrame({
+        "row": np.arange(len(x)), "split": split, "label": y,
+        "dtype": str(x.dtype), "shape": "x".join(map(str, x.shape[1:])),
+        "pixel_min": as_float.min(axis=1) if flat.size else np.zeros(len(x)),
+        "pixel_max": as_float.max(axis=1) if flat.size else np.zeros(len(x)),
+        "non_finite": (~np.isfinite(as_float)).sum(axis=1) if flat.size else np.zeros(len(x)),
+    })
+
+
+def raw_data(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
+             y_test: np.ndarray, classes: Sequence[int], image_shape: Sequence[int]
+             ) -> SuiteReport:
+    """Loaded images: uint8, the declared shape, values in [0, 255], finite, labels among
+    the task's classes, every class present in training data, row ids unique."""
+    frames = {"train": _image_rows(x_train, y_train, "train"),
+              "test": _image_rows(x_test, y_test, "test")}
+    shape = "x".join(map(str, image_shape))
+    checks = []
+    for name in frames:
+        checks += [
+            Check("ExpectTableRowCountToBeBetween", name, {"min_value": 1}, "rows present"),
+            Check("ExpectColumnValuesToBeInSet", name, {"column": "dtype",
+                                                        "value_set": ["uint8"]}),
+            Check("ExpectColumnValuesToBeInSet", name, {"column": "shape",
+                                                        "value_set": [shape]}),
+            Check("ExpectColumnValuesToBeBetween", name, {"column": "non_finite",
+                                                          "min_value": 0, "max_value": 0},
+                  "NaN/inf pixels"),
+            Check("ExpectColumnValuesToBeBetween", name, {"column": "pixel_min",
+                                                          "min_value": 0}),
+            Check("ExpectColumnValuesToBeBetween", name, {"column": "pixel_max",
+                                                          "max_value": 255}),
+            Check("ExpectColumnValuesToBeInSet", name, {"column": "label",
+                                                        "value_set": sorted(classes)},
+                  "labels of the dataset's classes"),
+            Check("ExpectColumnValuesToBeUnique", name, {"column": "row"}),
+        ]
+    checks.append(Check("ExpectColumnDistinctValuesToContainSet", "train",
+                        {"column": "label", "value_set": sorted(classes)},
+                        "every class present"))
+    return run_suite("raw_data", frames, checks)
+
+
+def image_digest(images: np.ndarray) -> list[str]:
+    """Content hash per image, to find the same image on both sides of a split."""
+    flat = np.ascontiguousarray(images.reshape(len(images), -1))
+    return [hashlib.blake2b(row.tobytes(), digest_size=8).hexdigest() for row in flat]
+
+
+def pu_split(manifest: pd.DataFrame, summary: dict, train_images: np.ndarray,
+             test_images: np.ndarray, n_p: int, requested_prior: float | None,
+             prior_tolerance: float) -> SuiteReport:
+    """The PU split: labelled positives are true positives, train and test share no image,
+    n_p as asked, U's prior and gamma as the summary reports them."""
+    train = manifest[manifest["split"] == "train"]
+    test = manifest[manifest["split"] == "test"]
+    in_u = train[train["in_u"]]
+    n_u = len(in_u)
+    train_hashes = set(image_digest(train_images))
+    frames = {
+        "labelled": train.loc[train["pu"] == 1, ["index", "y"]],
+        "train": train[["index", "pu", "y"]],
+        "unlabelled": in_u[["index", "y"]],
+        "test": pd.DataFrame({"index": test["index"].to_numpy(),
+                              "digest": image_digest(test_images)}),
+        "summary": pd.DataFrame([{
+            "gamma_reported": float(summary.get("gamma", np.nan)),
+            "gamma_from_rows": (int(train["pu"].sum()) / n_u) if n_u else np.inf,
+            "prior_u_reported": float(summary.get("prior_u_true", np.nan)),
+            "prior_u_from_rows": float(in_u["y"].mean()) if n_u else np.nan,
+        }]),
+    }
+    s = frames["summary"].iloc[0]
+    checks = [
+        Check("ExpectColumnValuesToBeInSet", "labelled", {"column": "y", "value_set": [1]},
+              "labelled positives are true positives"),
+        Check("ExpectTableRowCountToEqual", "labelled", {"value": n_p}, "n_p as asked"),
+        Check("ExpectColumnValuesToBeUnique", "train", {"column": "index"}),
+        Check("ExpectTableRowCountToBeBetween", "unlabelled", {"min_value": 1}, "U not empty"),
+        Check("ExpectColumnValuesToBeUnique", "test", {"column": "index"}),
+        Check("ExpectColumnValuesToNotBeInSet", "test",
+              {"column": "digest", "value_set": sorted(train_hashes)},
+              "test images also in the training split"),
+        Check("ExpectColumnValuesToBeBetween", "summary",
+              {"column": "gamma_reported", "min_value": s["gamma_from_rows"] - 1e-9,
+               "max_value": s["gamma_from_rows"] + 1e-9}, "gamma = n_p / n_u"),
+        Check("ExpectColumnValuesToBeBetween", "summary",
+              {"column": "prior_u_reported", "min_value": s["prior_u_from_rows"] - 1e-9,
+               "max_value": s["prior_u_from_rows"] + 1e-9}, "prior of U as reported"),
+    ]
+    if requested_prior is not None:
+        checks.append(Check("ExpectColumnMeanToBeBetween", "unlabelled",
+                            {"column": "y", "min_value": requested_prior - prior_tolerance,
+                             "max_value": requested_prior + prior_tolerance},
+                            "prior of U as requested"))
+    return run_suite("pu_split", frames, checks)
+
+
+def features(z: np.ndarray, expected_dim: int, variance_floor: float) -> SuiteReport:
+    """Embeddings: finite, the expected dimension, not collapsed (every dimension varies)."""
+    z = np.asarray(z, dtype=np.float64)
+    finite = np.isfinite(z)
+    safe = np.where(finite, z, 0.0)
+    frames = {"dimensions": pd.DataFrame({
+        "dim": np.arange(z.shape[1]) if z.ndim == 2 else np.arange(0),
+        "non_finite": (~finite).sum(axis=0) if z.ndim == 2 else [],
+        "variance": safe.var(axis=0) if z.ndim == 2 and len(z) else np.zeros(z.shape[-1]),
+    })}
+    checks = [
+        Check("ExpectTableRowCountToEqual", "dimensions", {"value": expected_dim},
+              "feature dimension"),
+        Check("ExpectColumnValuesToBeBetween", "dimensions",
+              {"column": "non_finite", "min_value": 0, "max_value": 0}, "NaN/inf features"),
+        Check("ExpectColumnValuesToBeBetween", "dimensions",
+              {"column": "variance", "min_value": variance_floor},
+              "collapsed dimensions (variance below the floor)"),
+    ]
+    return run_suite("features", frames, checks)
+
+
+def pseudo_labels(train: pd.DataFrame, labels: pd.DataFrame,
+                  positive_band: tuple[float, float]) -> SuiteReport:
+    """PUPL output: every training row labelled exactly once, with 0 or 1, labelled positives
+    labelled positive, and the positive fraction inside the configured band."""
+    joined = train[["index", "pu"]].merge(labels, on="index", how="left")
+    frames = {
+        "labels": labels[["index", "pseudo_label"]],
+        "coverage": joined[["index", "pseudo_label"]],
+        "labelled": joined.loc[joined["pu"] == 1, ["index", "pseudo_label"]],
+    }
+    checks = [
+        Check("ExpectColumnValuesToBeUnique", "labels", {"column": "index"},
+              "each row labelled once"),
+        Check("ExpectTableRowCountToEqual", "labels", {"value": len(train)},
+              "one label per training row"),
+        Check("ExpectColumnValuesToNotBeNull", "coverage", {"column": "pseudo_label"},
+              "training rows without a label"),
+        Check("ExpectColumnValuesToBeInSet", "labels",
+              {"column": "pseudo_label", "value_set": [0, 1]}),
+        Check("ExpectColumnValuesToBeInSet", "labelled",
+              {"column": "pseudo_label", "value_set": [1]}, "labelled positives positive"),
+        Check("ExpectColumnMeanToBeBetween", "labels",
+              {"column": "pseudo_label", "min_value": positive_band[0],
+               "max_value": positive_band[1]}, "positive fraction in the sane band"),
+    ]
+    return run_suite("pseudo_labels", frames, checks)
+
+
+def metrics(values: dict) -> SuiteReport:
+    """Test metrics: present, finite where defined, and in [0, 1]."""
+    present = [m for m in BOUNDED_METRICS if m in values]
+    frame = pd.DataFrame([{m: values[m] for m in present}])
+    checks = [Check("ExpectColumnValuesToBeBetween", "metrics",
+                    {"column": m, "min_value": 0.0, "max_value": 1.0}) for m in present
+              if m != "roc_auc" or values[m] == values[m]]  # roc_auc is NaN with one class
+    checks.append(Check("ExpectTableColumnsToMatchSet", "metrics",
+                        {"column_set": list(REQUIRED_METRICS), "exact_match": False},
+                        "required metrics present"))
+    checks += [Check("ExpectColumnValuesToNotBeNull", "metrics", {"column": m})
+               for m in ("accuracy", "f1", "precision", "recall") if m in present]
+    return run_suite("metrics", {"metrics": frame}, checks)
