@@ -22,6 +22,7 @@ from flows._tasks import retry_if_transient
 from pucl import tracking
 from pucl.errors import ParamsError, PuclError
 from pucl.sweep import SweepPoint, SweepSpec, expand, parse_sweep
+from stages._common import check_inputs
 from stages.comparison import compare_runs, pipeline_runs
 from stages.runner import (
     project_root,
@@ -43,7 +44,7 @@ def validate_points(spec: SweepSpec, root: Path, raw: dict | None = None) -> lis
     points = expand(spec)
     for point in points:
         try:
-            resolve_params(root, point.overrides, raw)
+            check_inputs(resolve_params(root, point.overrides, raw), root)
         except PuclError as exc:
             raise ParamsError(f"sweep point {point.name}: {exc}") from None
     return points

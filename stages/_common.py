@@ -24,7 +24,7 @@ import pandas as pd
 from pucl import tracking
 from pucl.config import Params, flatten, load_params
 from pucl.data import ImageData, check_task, get_task, load_dataset
-from pucl.errors import DataError, PuclError
+from pucl.errors import DataError, ParamsError, PuclError
 from pucl.runtime import configure
 
 PARAMS_ENV = "PUCL_PARAMS"
@@ -42,6 +42,8 @@ STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
 
 
 NUMPY_ONLY_STAGES = ("build_split", "estimate_prior")
+MANIFEST_COLUMNS = ("index", "split", "pu", "in_u", "y")
+LABEL_COLUMNS = ("index", "pseudo_label")
 
 
 @dataclass
@@ -67,7 +69,7 @@ class StageContext:
         return get_task(self.params.data.task)
 
     def manifest(self) -> pd.DataFrame:
-        return read_table(self.path("split", "manifest.parquet"))
+        return read_table(self.path("split", "manifest.parquet"), MANIFEST_COLUMNS)
 
     def validate(self, build: Callable[[], Any]) -> Any:
         """Run a data-contract suite (`build()` returns its report) when validation is on.
@@ -99,14 +101,49 @@ class StageContext:
             raise DataError(f"input {path} is not valid JSON: {exc}") from None
 
 
-def read_table(path: Path) -> pd.DataFrame:
+def check_inputs(params: Params, root: Path) -> None:
+    """Rules that need the data, checked before any stage output is touched (pucl repro,
+    check, run, sweep): the data loads, n_p fits the task's positives, the encoder fits
+    the image shape."""
+    check_task(params.data.dataset, params.data.task)
+    data = load_dataset(params.data.dataset, root=str(root / params.paths.data_root),
+                        test_fraction=params.data.test_fraction, seed=params.data.seed)
+    task = get_task(params.data.task)
+    positives = int(task.binarize(data.y_train[task.keep(data.y_train)]).sum())
+    if params.split.n_p > positives:
+        raise ParamsError(f"split.n_p = {params.split.n_p} exceeds the {positives} positives "
+                          f"of task {params.data.task} in the {params.data.dataset} training "
+                          f"data (allowed: 1 to {positives})")
+    import torch
+
+    from pucl.models import ContrastiveModel
+
+    p = params.pretrain
     try:
-        return pd.read_parquet(path)
+        model = ContrastiveModel(p.encoder, data.image_shape, p.proj_hidden, p.proj_dim).eval()
+        with torch.no_grad():
+            model(torch.zeros(2, *data.image_shape))
+    except Exception as exc:
+        raise ParamsError(f"pretrain.encoder = {p.encoder!r} does not fit "
+                          f"{params.data.dataset} images of shape {list(data.image_shape)} "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+
+
+def read_table(path: Path, columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A stage's table input, with the columns the reader relies on."""
+    try:
+        frame = pd.read_parquet(path)
     except FileNotFoundError:
         raise DataError(f"missing input {path}: run the stage that writes it first "
                         "(pucl repro)") from None
     except Exception as exc:
-        raise DataError(f"cannot read {path}: {exc}") from None
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise DataError(f"cannot read {path}: {type(exc).__name__}: {first}") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path} lacks the columns {missing} (has {list(frame.columns)}): "
+                        "rerun the stage that writes it")
+    return frame
 
 
 @contextmanager

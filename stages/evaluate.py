@@ -24,7 +24,8 @@ from pucl.metrics import classification_metrics, knn_accuracy, roc_points  # noq
 from pucl.runtime import resolve_device  # noqa: E402
 from pucl.validation import suites  # noqa: E402
 from stages._artifacts import load_head, load_model  # noqa: E402
-from stages._common import (  # noqa: E402
+from stages._common import (
+    LABEL_COLUMNS,  # noqa: E402
     StageContext,
     main_for,
     read_table,
@@ -77,7 +78,7 @@ def run(ctx: StageContext) -> dict:
     metrics = classification_metrics(y_test, score)
 
     prior = ctx.read_json("prior", "prior.json")
-    pseudo = read_table(ctx.path("pupl", "labels.parquet"))
+    pseudo = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
     pupl = ctx.read_json("pupl", "summary.json")
     joined = train.merge(pseudo, on="index", how="left", validate="one_to_one")
     in_u = joined["in_u"].to_numpy()

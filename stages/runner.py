@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from pucl import tracking
-from pucl.config import Params, apply_overrides, parse_params
+from pucl.config import Params, apply_overrides, parse_params, yaml_problem
 from pucl.errors import ParamsError
 from stages import (
     STAGES,
@@ -64,7 +64,7 @@ def read_raw_params(root: Path) -> dict:
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise ParamsError(f"params file {path} is not valid YAML: {exc}") from None
+        raise ParamsError(f"params file {path} is not valid YAML ({yaml_problem(exc)})") from None
     if not isinstance(raw, dict):
         raise ParamsError(f"params file {path} must hold a mapping of sections")
     return raw

@@ -12,6 +12,7 @@ from pucl.features import embed
 from pucl.runtime import resolve_device, seeded_generator
 from stages._artifacts import load_model
 from stages._common import (
+    LABEL_COLUMNS,
     StageContext,
     atomic_path,
     main_for,
@@ -24,7 +25,7 @@ NAME = "train_classifier"
 
 def run(ctx: StageContext) -> dict:
     p = ctx.params.classifier
-    pseudo = read_table(ctx.path("pupl", "labels.parquet"))
+    pseudo = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
     data = ctx.data()
     model = load_model(ctx.path("pretrain", "model.pt"))
     features = embed(model, data.x_train[pseudo["index"].to_numpy()], "encoder",

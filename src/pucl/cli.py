@@ -30,7 +30,9 @@ TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[red]pucl: error:[/red] {message}", highlight=False)
+    from rich.markup import escape
+
+    err.print(f"[red]pucl: error:[/red] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -69,12 +71,12 @@ def repro(
     root = tracking.project_root()
     if not (root / "dvc.yaml").exists():
         _fail(f"no dvc.yaml in {root} or its parents: run pucl inside the project")
-    try:
+    try:  # refuse before DVC deletes any stage output
         params = load_params(root / "params.yaml")
-        from pucl.data import check_task
+        from stages._common import check_inputs
 
-        check_task(params.data.dataset, params.data.task)
-    except PuclError as exc:  # refuse before DVC deletes any stage output
+        check_inputs(params, root)
+    except PuclError as exc:
         _fail(str(exc), exc.exit_code)
     if importlib.util.find_spec("dvc") is None:
         _fail("dvc is not installed in this environment (run: make setup)")
@@ -121,9 +123,9 @@ def check() -> None:
     root = tracking.project_root()
     try:
         params = load_params(root / "params.yaml")
-        from pucl.data import check_task
+        from stages._common import check_inputs
 
-        check_task(params.data.dataset, params.data.task)
+        check_inputs(params, root)
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
     out.print(f"params.yaml is valid ({root / 'params.yaml'})")
@@ -221,9 +223,9 @@ def _validated_overrides(root: Path, assignments: list[str] | None) -> dict:
     try:
         overrides = parse_assignments(assignments or [])
         params = resolve_params(root, overrides)
-        from pucl.data import check_task
+        from stages._common import check_inputs
 
-        check_task(params.data.dataset, params.data.task)
+        check_inputs(params, root)
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
     return overrides

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pucl.errors import ParamsError
 
@@ -72,6 +79,12 @@ class PriorParams(_Section):
     lambda_max: float = Field(8.0, gt=1.0)
     epsilon: float = Field(0.04, gt=0.0, lt=1.0)
     refine_bandwidth: bool = True
+
+    @model_validator(mode="after")
+    def _given_needs_value(self) -> PriorParams:
+        if self.method == "given" and self.value is None:
+            raise ValueError("prior.method 'given' needs prior.value, a number in (0, 1)")
+        return self
 
     @field_validator("bandwidth_multipliers")
     @classmethod
@@ -191,6 +204,8 @@ def _describe(error: dict[str, Any]) -> str:
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         return f"unknown parameter '{key}'{hint} (allowed here: {', '.join(allowed)})"
+    if isinstance(error.get("input"), dict):  # a rule across fields of one section
+        return f"invalid section '{key}': {error['msg'].removeprefix('Value error, ')}"
     return f"invalid parameter '{key}' = {error.get('input')!r}: {error['msg']}"
 
 
@@ -202,6 +217,14 @@ def parse_params(raw: dict[str, Any] | None) -> Params:
         raise ParamsError(_describe(exc.errors()[0])) from None
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: where and what."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{where}{what}"
+
+
 def load_params(path: str | Path) -> Params:
     path = Path(path)
     if not path.is_file():
@@ -209,7 +232,7 @@ def load_params(path: str | Path) -> Params:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ParamsError(f"params file {path} is not valid YAML: {exc}") from None
+        raise ParamsError(f"params file {path} is not valid YAML ({yaml_problem(exc)})") from None
     if raw is not None and not isinstance(raw, dict):
         raise ParamsError(f"params file {path} must hold a mapping of sections")
     return parse_params(raw)

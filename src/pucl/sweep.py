@@ -91,7 +91,9 @@ def load_sweep(path: str | Path) -> SweepSpec:
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ParamsError(f"sweep file {path} is not valid YAML: {exc}") from None
+        from pucl.config import yaml_problem
+
+        raise ParamsError(f"sweep file {path} is not valid YAML ({yaml_problem(exc)})") from None
     return parse_sweep(raw, f"sweep file {path}")
 
 

@@ -130,9 +130,12 @@ def _context():
     """One ephemeral GX context per process (nothing is written to disk)."""
     global _CONTEXT
     if _CONTEXT is None:
+        import logging
+
         import great_expectations as gx
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
+        logging.getLogger("great_expectations").setLevel(logging.WARNING)
         _CONTEXT = gx.get_context(mode="ephemeral")
         _CONTEXT.variables.progress_bars = ProgressBarsConfig(globally=False)
     return _CONTEXT

@@ -1,0 +1,138 @@
+"""Bad input, table-driven: each case gets exit code 2, one line on stderr naming the bad
+value, no traceback, and leaves every output of a finished pipeline byte-identical."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import deep_update, make_project, python_path
+from tests.helpers import dvc, run
+
+PUCL = [sys.executable, "-m", "pucl.cli"]
+
+
+def _stage(name: str) -> list[str]:
+    return [sys.executable, "-m", f"stages.{name}"]
+
+
+@dataclass
+class Case:
+    name: str
+    command: list[str]
+    message: str
+    params: dict | None = None          # deep-merged into params.yaml
+    params_text: str | None = None      # params.yaml replaced by this text
+    files: dict[str, bytes | None] = field(default_factory=dict)  # None deletes the file
+    env: dict[str, str] = field(default_factory=dict)
+
+
+CASES = [
+    Case("unknown objective", PUCL + ["repro"], "invalid parameter 'pretrain.loss' = 'simclr'",
+         params={"pretrain": {"loss": "simclr"}}),
+    Case("misspelt key", PUCL + ["repro"], "did you mean 'temperature'",
+         params={"pretrain": {"temprature": 0.2}}),
+    Case("unknown section", PUCL + ["repro"], "unknown parameter 'trainer'",
+         params={"trainer": {"epochs": 3}}),
+    Case("n_p zero", PUCL + ["repro"], "invalid parameter 'split.n_p' = 0",
+         params={"split": {"n_p": 0}}),
+    Case("n_p above the positives", PUCL + ["repro"], "split.n_p = 100000 exceeds the",
+         params={"split": {"n_p": 100000}}),
+    Case("negative temperature", PUCL + ["repro"], "invalid parameter 'pretrain.temperature'",
+         params={"pretrain": {"temperature": -1.0}}),
+    Case("given prior without value", PUCL + ["repro"], "'given' needs prior.value",
+         params={"prior": {"method": "given"}}),
+    Case("prior outside (0, 1)", PUCL + ["repro"], "invalid parameter 'prior.value' = 1.5",
+         params={"prior": {"method": "given", "value": 1.5}}),
+    Case("loss prior outside [0, 1)", PUCL + ["repro"], "invalid parameter 'pretrain.prior'",
+         params={"pretrain": {"prior": 1.2}}),
+    Case("unknown dataset", PUCL + ["repro"], "unknown dataset 'cifar'",
+         params={"data": {"dataset": "cifar"}}),
+    Case("task of another dataset", PUCL + ["repro"],
+         "task 'cifar-i' is not defined for dataset 'mnist5k'",
+         params={"data": {"task": "cifar-i"}}),
+    Case("unknown device", PUCL + ["check"], "invalid parameter 'base.device' = 'tpu'",
+         params={"base": {"device": "tpu"}}),
+    Case("unknown encoder", PUCL + ["check"], "invalid parameter 'pretrain.encoder'",
+         params={"pretrain": {"encoder": "vit"}}),
+    Case("inverted band", PUCL + ["repro"], "0 <= low < high <= 1",
+         params={"validation": {"positive_fraction": [0.9, 0.1]}}),
+    Case("params not YAML", PUCL + ["repro"], "is not valid YAML", params_text="pretrain: [\n"),
+    Case("params not a mapping", PUCL + ["repro"], "must hold a mapping",
+         params_text="- a\n- b\n"),
+    Case("corrupt model", _stage("pupl_label"), "cannot read model",
+         files={"data/pretrain/model.pt": b"not a torch file"}),
+    Case("missing model", _stage("pupl_label"), "run the pretrain stage first",
+         files={"data/pretrain/model.pt": None}),
+    Case("corrupt classifier", _stage("evaluate"), "cannot read classifier",
+         files={"data/classifier/head.pt": b"\x00" * 16}),
+    Case("corrupt manifest", _stage("estimate_prior"), "cannot read",
+         files={"data/split/manifest.parquet": b"PAR1 but not really"}),
+    Case("prior report not JSON", _stage("evaluate"), "is not valid JSON",
+         files={"data/prior/prior.json": b"{prior: "}),
+    Case("override without value", PUCL + ["run", "--set", "split.n_p"], "expected key=value"),
+    Case("missing sweep file", PUCL + ["sweep", "--grid", "nope.yaml"],
+         "sweep file not found: nope.yaml"),
+    Case("bad cron", PUCL + ["serve", "--cron", "61 * * * *"], "invalid --cron '61 * * * *'"),
+    Case("MLflow store cannot be opened", PUCL + ["compare"], "cannot open the MLflow store",
+         env={"MLFLOW_TRACKING_URI": "sqlite:////proc/no-such-dir/mlflow.db"}),
+]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A project whose pipeline ran to the end."""
+    base = tmp_path_factory.mktemp("bad")
+    with pytest.MonkeyPatch.context() as mp:
+        root = make_project(base / "proj")
+        mp.setenv("PUCL_ROOT", str(root))
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{base / 'mlflow.db'}")
+        mp.setenv("PATH", python_path())
+        dvc(root, "repro")
+        yield root
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((root / "data").rglob("*")) if p.is_file()}
+
+
+def test_there_are_at_least_twenty_cases():
+    assert len(CASES) >= 20 and len({c.name for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input_is_refused_in_one_line_and_changes_nothing(finished, case):
+    root = finished
+    params_file = root / "params.yaml"
+    original_params = params_file.read_text()
+    before = _snapshot(root)
+    saved = {rel: (root / rel).read_bytes() for rel in case.files if (root / rel).exists()}
+    try:
+        if case.params is not None:
+            params_file.write_text(yaml.safe_dump(deep_update(yaml.safe_load(original_params),
+                                                              case.params)))
+        if case.params_text is not None:
+            params_file.write_text(case.params_text)
+        for rel, content in case.files.items():
+            if content is None:
+                (root / rel).unlink()
+            else:
+                (root / rel).write_bytes(content)
+        result = run(case.command, root, check=False, env={**os.environ, **case.env})
+    finally:
+        params_file.write_text(original_params)
+        for rel, content in saved.items():
+            (root / rel).write_bytes(content)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert case.message in lines[0], lines[0]
+    assert "Traceback" not in result.stderr
+    assert _snapshot(root) == before  # no output written, deleted or half-replaced
