@@ -136,3 +136,24 @@ def test_bad_input_is_refused_in_one_line_and_changes_nothing(finished, case):
     assert case.message in lines[0], lines[0]
     assert "Traceback" not in result.stderr
     assert _snapshot(root) == before  # no output written, deleted or half-replaced
+
+
+def test_plain_dvc_repro_refuses_and_dvc_checkout_restores(finished):
+    """Without pucl, DVC removes a stage's outputs before running it; the stage then refuses
+    the bad params before doing any work, and `dvc checkout` brings the outputs back."""
+    root = finished
+    params_file = root / "params.yaml"
+    original = params_file.read_text()
+    before = _snapshot(root)
+    try:
+        params_file.write_text(yaml.safe_dump(deep_update(yaml.safe_load(original),
+                                                          {"pupl": {"method": "kmeans"}})))
+        result = dvc(root, "repro", check=False)
+        assert result.returncode != 0
+        assert "invalid parameter 'pupl.method' = 'kmeans'" in result.stderr + result.stdout
+        assert "Traceback" not in result.stderr + result.stdout
+        dvc(root, "checkout")
+    finally:
+        params_file.write_text(original)
+    assert _snapshot(root) == before
+    assert dvc(root, "status").stdout.strip().endswith("up to date.")

@@ -244,6 +244,24 @@ def test_sweep_on_an_existing_dask_cluster(env, executions):
     assert len(children(env["client"], result["mlflow_run_id"])) == 1
 
 
+def test_failed_data_contract_stops_the_flow(env, executions):
+    from flows.pipeline import pipeline
+    from pucl.validation import ValidationFailed
+
+    with pytest.raises(ValidationFailed, match="validation suite 'pseudo_labels' failed"):
+        pipeline(overrides={"validation.positive_fraction": [0.96, 1.0]}, run_name="refused",
+                 project=str(env["root"]), progress=False)
+    client = env["client"]
+    parent = runs(client, "attributes.run_name = 'refused'")[0]
+    assert parent.info.status == "FAILED"
+    stages = {r.info.run_name: r for r in children(client, parent.info.run_id)}
+    assert list(stages) == ["build_split", "estimate_prior", "pretrain", "pupl_label"]
+    assert stages["pupl_label"].info.status == "FAILED"
+    assert "validation/pseudo_labels.json" in artifact_paths(
+        client, stages["pupl_label"].info.run_id)
+    assert not (env["root"] / "data/runs/refused/data/pupl/labels.parquet").exists()
+
+
 def test_unreachable_tracking_server_still_completes_and_says_so_once(env, executions,
                                                                        monkeypatch, capfd):
     import socket

@@ -55,3 +55,56 @@ def test_resume_is_bit_identical():
     for a, b in zip(reference.state_dict().values(), resumed.state_dict().values(),
                     strict=True):
         assert torch.equal(a, b)
+
+
+def test_sigkill_mid_epoch_then_rerun_reaches_the_uninterrupted_metrics(project):
+    """Kill the pretrain stage process (SIGKILL) during epoch 3, rerun it: it resumes from
+    the DVC-persisted checkpoint, and the pipeline ends with the metrics of a run that was
+    never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from tests.helpers import stage
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["pretrain"].update({"epochs": 6, "batch_size": 64})
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    for name in ("build_split", "estimate_prior"):
+        stage(project, name)
+    checkpoint = project / "data/pretrain/checkpoint.pt"
+
+    proc = subprocess.Popen([sys.executable, "-m", "stages.pretrain"], cwd=project,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=os.environ.copy())
+    deadline, epoch = time.monotonic() + 300, 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if checkpoint.exists():
+            epoch = torch.load(checkpoint, weights_only=False)["epoch"]
+            if epoch >= 2:
+                proc.send_signal(signal.SIGKILL)
+                break
+        time.sleep(0.1)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, "pretraining ended before it could be killed"
+    assert 2 <= epoch < 6
+    assert not (project / "data/pretrain/model.pt").exists()  # no partial output
+
+    resumed = stage(project, "pretrain")
+    assert f"resuming from {checkpoint} at epoch" in resumed.stderr
+    for name in ("pupl_label", "train_classifier", "evaluate"):
+        stage(project, name)
+    interrupted_metrics = (project / "data/evaluate/metrics.json").read_bytes()
+    history = (project / "data/pretrain/history.csv").read_bytes()
+
+    checkpoint.unlink()
+    for name in ("pretrain", "pupl_label", "train_classifier", "evaluate"):
+        stage(project, name)
+    assert (project / "data/evaluate/metrics.json").read_bytes() == interrupted_metrics
+    losses = [line.split(",")[1] for line in history.decode().splitlines()]
+    clean = (project / "data/pretrain/history.csv").read_text().splitlines()
+    assert losses == [line.split(",")[1] for line in clean]
