@@ -17,8 +17,7 @@ from typing import Any
 import yaml
 
 from pucl import tracking
-from pucl.config import Params, apply_overrides, parse_params, yaml_problem
-from pucl.errors import ParamsError
+from pucl.config import Params, apply_overrides, parse_params, read_yaml_mapping
 from stages import (
     STAGES,
     build_split,
@@ -58,16 +57,7 @@ class PipelineResult:
 
 
 def read_raw_params(root: Path) -> dict:
-    path = root / "params.yaml"
-    if not path.is_file():
-        raise ParamsError(f"params file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ParamsError(f"params file {path} is not valid YAML ({yaml_problem(exc)})") from None
-    if not isinstance(raw, dict):
-        raise ParamsError(f"params file {path} must hold a mapping of sections")
-    return raw
+    return read_yaml_mapping(root / "params.yaml", "params file")
 
 
 def resolve_params(root: Path, overrides: dict[str, Any] | None = None,

@@ -225,17 +225,24 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{where}{what}"
 
 
-def load_params(path: str | Path) -> Params:
+def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
+    """A YAML file that must hold a mapping (empty file: {}); one-line errors naming it."""
     path = Path(path)
     if not path.is_file():
-        raise ParamsError(f"params file not found: {path}")
+        raise ParamsError(f"{what} not found: {path}")
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ParamsError(f"params file {path} is not valid YAML ({yaml_problem(exc)})") from None
-    if raw is not None and not isinstance(raw, dict):
-        raise ParamsError(f"params file {path} must hold a mapping of sections")
-    return parse_params(raw)
+        raise ParamsError(f"{what} {path} is not valid YAML ({yaml_problem(exc)})") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{what} {path} must hold a mapping, not a {type(raw).__name__}")
+    return raw
+
+
+def load_params(path: str | Path) -> Params:
+    return parse_params(read_yaml_mapping(path, "params file"))
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pucl.errors import ParamsError
@@ -85,16 +84,9 @@ def parse_sweep(raw: Any, source: str = "sweep file") -> SweepSpec:
 
 
 def load_sweep(path: str | Path) -> SweepSpec:
-    path = Path(path)
-    if not path.is_file():
-        raise ParamsError(f"sweep file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        from pucl.config import yaml_problem
+    from pucl.config import read_yaml_mapping
 
-        raise ParamsError(f"sweep file {path} is not valid YAML ({yaml_problem(exc)})") from None
-    return parse_sweep(raw, f"sweep file {path}")
+    return parse_sweep(read_yaml_mapping(path, "sweep file"), f"sweep file {path}")
 
 
 def _label(value: Any) -> str:
