@@ -325,3 +325,23 @@ def test_prefect_yaml_deployments_point_at_real_flows(env):
         resolve_params(env["root"], deployment.get("parameters", {}).get("overrides"))
         for schedule in deployment.get("schedules", []):
             CronSchedule(cron=schedule["cron"], timezone=schedule.get("timezone"))
+
+
+def test_only_transient_errors_are_retried():
+    from prefect.states import Failed
+
+    from flows._tasks import STAGE_RETRIES, retry_if_transient, stage_task
+    from pucl.errors import DataError
+    from pucl.validation import ValidationFailed
+    from pucl.validation.engine import SuiteReport
+
+    def failed(exc: BaseException):
+        return Failed(data=exc)
+
+    assert stage_task.retries == STAGE_RETRIES > 0
+    assert retry_if_transient(None, None, failed(OSError("disk full"))) is True
+    assert retry_if_transient(None, None, failed(ConnectionError("reset"))) is True
+    assert retry_if_transient(None, None, failed(DataError("missing input"))) is False
+    assert retry_if_transient(None, None,
+                              failed(ValidationFailed(SuiteReport("s", [])))) is False
+    assert retry_if_transient(None, None, failed(ValueError("bug"))) is False
