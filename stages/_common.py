@@ -109,11 +109,18 @@ def check_inputs(params: Params, root: Path) -> None:
     data = load_dataset(params.data.dataset, root=str(root / params.paths.data_root),
                         test_fraction=params.data.test_fraction, seed=params.data.seed)
     task = get_task(params.data.task)
-    positives = int(task.binarize(data.y_train[task.keep(data.y_train)]).sum())
+    kept = data.y_train[task.keep(data.y_train)]
+    positives = int(task.binarize(kept).sum())
+    if positives == 0:
+        raise DataError(f"the {params.data.dataset} training data holds no positive of task "
+                        f"{params.data.task}: nothing can be labelled")
     if params.split.n_p > positives:
         raise ParamsError(f"split.n_p = {params.split.n_p} exceeds the {positives} positives "
                           f"of task {params.data.task} in the {params.data.dataset} training "
                           f"data (allowed: 1 to {positives})")
+    if params.split.scenario == "single_dataset" and params.split.n_p >= len(kept):
+        raise DataError(f"split.n_p = {params.split.n_p} labels every training row: with "
+                        "scenario single_dataset the unlabeled set U would be empty")
     import torch
 
     from pucl.models import ContrastiveModel

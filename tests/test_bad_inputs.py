@@ -157,3 +157,28 @@ def test_plain_dvc_repro_refuses_and_dvc_checkout_restores(finished):
         params_file.write_text(original)
     assert _snapshot(root) == before
     assert dvc(root, "status").stdout.strip().endswith("up to date.")
+
+
+def test_missing_or_unreadable_data_root_is_named(tmp_path):
+    """A dataset read from files refuses a data root that is missing or not a directory
+    (registered here as a stand-in: the embedded dataset reads no files)."""
+    import numpy as np
+
+    from pucl.data import registry
+    from pucl.errors import DataError
+
+    @registry.register("files-test", tasks=("mnist-i",), classes=tuple(range(10)),
+                       image_shape=(1, 2, 2), needs_root=True)
+    def _load(root, **_):
+        x = np.zeros((4, 1, 2, 2), np.uint8)
+        return registry.ImageData("files-test", x, np.arange(4), x, np.arange(4))
+
+    try:
+        with pytest.raises(DataError, match=f"data root {tmp_path / 'nope'} does not exist"):
+            registry.load_dataset("files-test", root=str(tmp_path / "nope"))
+        (tmp_path / "file").write_text("x")
+        with pytest.raises(DataError, match="is not a readable directory"):
+            registry.load_dataset("files-test", root=str(tmp_path / "file"))
+        assert len(registry.load_dataset("files-test", root=str(tmp_path)).x_train) == 4
+    finally:
+        registry.DATASETS.pop("files-test")

@@ -73,6 +73,12 @@ def test_bad_requests_say_what_is_allowed(labels):
         make_pu_split(labels, EVEN, 5000, "case_control", np.random.default_rng(0))
     with pytest.raises(ValueError, match="case_control or single_dataset"):
         make_pu_split(labels, EVEN, 10, "mixed", np.random.default_rng(0))
+    odd_only = labels[~np.isin(labels, EVEN)]
+    with pytest.raises(DataError, match="holds no positive example"):
+        make_pu_split(odd_only, EVEN, 1, "case_control", np.random.default_rng(0))
+    even_only = labels[np.isin(labels, EVEN)][:50]
+    with pytest.raises(DataError, match="the unlabeled set U is empty"):
+        make_pu_split(even_only, EVEN, 50, "single_dataset", np.random.default_rng(0))
 
 
 def test_balanced_counts_sum():

@@ -35,15 +35,16 @@ class DatasetSpec:
     tasks: tuple[str, ...]
     classes: tuple[int, ...]  # the original class labels (the raw-data contract)
     image_shape: tuple[int, int, int]
+    needs_root: bool = False  # reads files under paths.data_root (embedded data does not)
 
 
 DATASETS: dict[str, DatasetSpec] = {}
 
 
 def register(name: str, tasks: tuple[str, ...], classes: tuple[int, ...],
-             image_shape: tuple[int, int, int]):
+             image_shape: tuple[int, int, int], needs_root: bool = False):
     def wrap(loader: Callable[..., ImageData]) -> Callable[..., ImageData]:
-        DATASETS[name] = DatasetSpec(loader, tasks, classes, image_shape)
+        DATASETS[name] = DatasetSpec(loader, tasks, classes, image_shape, needs_root)
         return loader
 
     return wrap
@@ -67,7 +68,22 @@ def check_task(dataset: str, task: str) -> None:
         )
 
 
+def check_data_root(name: str, root: str | None) -> None:
+    """A dataset read from files needs a readable directory at paths.data_root."""
+    import os
+
+    if not dataset_spec(name).needs_root:
+        return
+    if not root or not os.path.exists(root):
+        raise DataError(f"data root {root} does not exist: dataset '{name}' is read from "
+                        "there (set paths.data_root)")
+    if not os.path.isdir(root) or not os.access(root, os.R_OK | os.X_OK):
+        raise DataError(f"data root {root} is not a readable directory (dataset '{name}', "
+                        "paths.data_root)")
+
+
 def load_dataset(name: str, **options) -> ImageData:
+    check_data_root(name, options.get("root"))
     data = dataset_spec(name).loader(**options)
     for part in ("x_train", "x_test"):
         arr = getattr(data, part)
