@@ -11,7 +11,7 @@ import pandas as pd
 
 from pucl import tracking
 from pucl.errors import PuclError
-from pucl.reporting import comparison_table, gamma_figure, runs_frame, to_markdown
+from pucl.reporting import comparison_table, gamma_figure, runs_frame, to_markdown, with_std
 from stages._common import atomic_path, save_figure, write_table
 
 
@@ -73,7 +73,7 @@ def compare_runs(runs: Sequence[tracking.RunRecord], out_dir: Path, by: Sequence
     with atomic_path(md) as tmp:
         tmp.write_text(f"# Comparison: {title}\n\n{len(frame)} pipeline runs"
                        + (f", grouped by {', '.join(by)}" if by else "") + ".\n\n"
-                       + to_markdown(table))
+                       + to_markdown(with_std(table)))
     save_figure(png, gamma_figure(frame, hue=by[0] if by else hue))
     if log_to is not None:
         for path in (csv, md, png):

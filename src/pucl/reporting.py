@@ -57,7 +57,8 @@ def varying_params(frame: pd.DataFrame) -> list[str]:
             continue
         if frame[col].astype(str).nunique(dropna=False) > 1:
             out.append(col)
-    return out
+    # the seed last: rows of one configuration then sit together
+    return sorted(out, key=lambda c: c == "base.seed")
 
 
 def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
