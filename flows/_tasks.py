@@ -15,6 +15,20 @@ from stages.runner import call_stage
 STAGE_RETRIES = 2
 
 
+def project_dir(project: str | None) -> Path:
+    """The project a flow works on. A given directory also becomes PUCL_ROOT, so that the
+    stages, their MLflow store and the champion lookup all agree on it."""
+    import os
+
+    from pucl import tracking
+
+    if not project:
+        return tracking.project_root()
+    root = Path(project).resolve()
+    os.environ[tracking.ROOT_ENV] = str(root)
+    return root
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: I/O and connection failures, never a user error."""
     return isinstance(exc, OSError) and not isinstance(exc, PuclError)

@@ -7,16 +7,14 @@ side by side; the same stage functions run in both.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows._tasks import prefect_stage_call
+from flows._tasks import prefect_stage_call, project_dir
 from stages.runner import (
     default_run_name,
-    project_root,
     resolve_params,
     run_directory,
     run_pipeline,
@@ -37,7 +35,7 @@ def pipeline(overrides: dict[str, Any] | None = None, run_name: str | None = Non
              project: str | None = None, progress: bool = True,
              name_prefix: str = "run") -> dict[str, Any]:
     """Returns the run's name, directory, MLflow parent run id and test metrics."""
-    root = Path(project).resolve() if project else project_root()
+    root = project_dir(project)
     params = resolve_params(root, overrides)
     name = safe_name(run_name) if run_name else default_run_name(params, name_prefix)
     result = run_pipeline(params, run_directory(root, params, name), name,

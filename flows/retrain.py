@@ -8,15 +8,15 @@ champion's.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows._tasks import project_dir
 from flows.pipeline import pipeline
 from pucl import tracking
-from stages.runner import project_root, resolve_params
+from stages.runner import resolve_params
 
 CHAMPION = "champion"
 
@@ -43,7 +43,7 @@ def promote(outcome: dict[str, Any], overrides: dict[str, Any] | None,
             project: str | None) -> dict[str, Any]:
     """Register the run's classifier and move the champion alias on improvement."""
     logger = get_run_logger()
-    root = Path(project).resolve() if project else project_root()
+    root = project_dir(project)
     params = resolve_params(root, overrides)
     t = params.tracking
     uri = tracking.resolve_tracking_uri(t.uri, tracking.project_root())

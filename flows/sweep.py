@@ -18,14 +18,13 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
-from flows._tasks import retry_if_transient
+from flows._tasks import project_dir, retry_if_transient
 from pucl import tracking
 from pucl.errors import ParamsError, PuclError
 from pucl.sweep import SweepPoint, SweepSpec, expand, parse_sweep
 from stages._common import check_inputs
 from stages.comparison import compare_runs, pipeline_runs
 from stages.runner import (
-    project_root,
     read_raw_params,
     resolve_params,
     run_directory,
@@ -53,11 +52,13 @@ def validate_points(spec: SweepSpec, root: Path, raw: dict | None = None) -> lis
 @task(name="sweep-point", task_run_name="{point_name}", retries=1, retry_delay_seconds=5,
       retry_condition_fn=retry_if_transient, cache_policy=NO_CACHE)
 def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], root: str,
-              sweep_name: str, sweep_run_id: str | None) -> dict[str, Any]:
-    """One grid point: the whole pipeline in its own directory, nested under the sweep."""
+              sweep_name: str, sweep_run_id: str | None, tracking_uri: str) -> dict[str, Any]:
+    """One grid point: the whole pipeline in its own directory, nested under the sweep.
+    It may run on another machine's Dask worker: project and store come as arguments."""
     if sweep_run_id is None:  # the store was unusable when the sweep started: say it once
         os.environ[tracking.TRACKING_ENV] = "off"
-    project = Path(root)
+    os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
+    project = project_dir(root)
     params = resolve_params(project, overrides, raw)
     workdir = run_directory(project, params, f"{sweep_name}/{safe_name(point_name)}")
     result = run_pipeline(params, workdir, point_name, tags={"sweep": sweep_name},
@@ -70,7 +71,7 @@ def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], r
 def sweep(spec: dict[str, Any], project: str | None = None,
           by: list[str] | None = None) -> dict[str, Any]:
     logger = get_run_logger()
-    root = Path(project).resolve() if project else project_root()
+    root = project_dir(project)
     sweep_spec = parse_sweep(spec)
     raw = read_raw_params(root)
     points = validate_points(sweep_spec, root, raw)
@@ -87,7 +88,7 @@ def sweep(spec: dict[str, Any], project: str | None = None,
         parent.log_text(yaml.safe_dump(spec, sort_keys=False), "sweep.yaml")
         logger.info(f"sweep {sweep_spec.name}: {len(points)} points -> {out_dir}")
         futures = [run_point.submit(p.name, p.overrides, raw, str(root), sweep_spec.name,
-                                    parent.run_id) for p in points]
+                                    parent.run_id, uri) for p in points]
         wait(futures)
         results, failed = [], []
         for point, future in zip(points, futures, strict=True):
