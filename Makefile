@@ -30,4 +30,4 @@ test-all: $(STAMP)  ## fast and slow tests
 	$(VENV)/bin/python -m pytest -m ""
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src stages flows tests
+	$(VENV)/bin/ruff check src stages flows tests benchmarks
