@@ -46,8 +46,8 @@ def promote(outcome: dict[str, Any], overrides: dict[str, Any] | None,
     root = project_dir(project)
     params = resolve_params(root, overrides)
     t = params.tracking
-    uri = tracking.resolve_tracking_uri(t.uri, tracking.project_root())
-    store = tracking.try_open_store(uri, t.experiment, tracking.project_root())
+    uri = tracking.resolve_tracking_uri(t.uri, root)
+    store = tracking.try_open_store(uri, t.experiment, root)
     parent_id = outcome.get("mlflow_run_id")
     if store is None or not parent_id:
         logger.warning("MLflow is unavailable: the classifier was not registered")

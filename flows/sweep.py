@@ -76,12 +76,12 @@ def sweep(spec: dict[str, Any], project: str | None = None,
     raw = read_raw_params(root)
     points = validate_points(sweep_spec, root, raw)
     base = resolve_params(root, points[0].overrides, raw)
-    uri = tracking.resolve_tracking_uri(base.tracking.uri, tracking.project_root())
+    uri = tracking.resolve_tracking_uri(base.tracking.uri, root)
     out_dir = run_directory(root, base, sweep_spec.name)
     tags = {"kind": "sweep", "sweep": sweep_spec.name, "points": len(points),
             "dataset": base.data.dataset, "task": base.data.task}
     with tracking.tracked_run(f"sweep:{sweep_spec.name}", base.tracking.experiment, uri,
-                              tracking.project_root(), tags) as parent:
+                              root, tags) as parent:
         parent.log_params({"sweep.name": sweep_spec.name, "sweep.seeds": sweep_spec.seeds,
                            **{f"sweep.grid.{k}": v for k, v in sweep_spec.grid.items()},
                            **{f"sweep.set.{k}": v for k, v in sweep_spec.set.items()}})
@@ -98,7 +98,7 @@ def sweep(spec: dict[str, Any], project: str | None = None,
                 failed.append(point.name)
                 logger.error(f"point {point.name} failed: {future.state.message}")
         comparison = None
-        store = tracking.try_open_store(uri, base.tracking.experiment, tracking.project_root())
+        store = tracking.try_open_store(uri, base.tracking.experiment, root)
         if store is not None and parent.run_id and results:
             comparison = compare_runs(pipeline_runs(store, parent.run_id), out_dir, by or (),
                                       title=f"sweep {sweep_spec.name}", log_to=parent)

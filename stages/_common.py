@@ -7,6 +7,7 @@ declared outputs through `ctx`) and `main()` = `execute(NAME, run)`. Flows call 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -101,15 +102,41 @@ class StageContext:
             raise DataError(f"input {path} is not valid JSON: {exc}") from None
 
 
+@functools.lru_cache(maxsize=8)
+def _training_labels(dataset: str, data_root: str, test_fraction: float, seed: int
+                     ) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Labels and image shape of the training data (cached: a sweep checks every point)."""
+    data = load_dataset(dataset, root=data_root, test_fraction=test_fraction, seed=seed)
+    return data.y_train, tuple(data.image_shape)
+
+
+@functools.lru_cache(maxsize=8)
+def _encoder_fits(encoder: str, shape: tuple[int, ...], proj_hidden: int, proj_dim: int
+                  ) -> str | None:
+    """None when the model takes images of this shape, else why not."""
+    import torch
+
+    from pucl.models import ContrastiveModel
+
+    try:
+        model = ContrastiveModel(encoder, shape, proj_hidden, proj_dim).eval()
+        with torch.no_grad():
+            model(torch.zeros(2, *shape))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+    return None
+
+
 def check_inputs(params: Params, root: Path) -> None:
     """Rules that need the data, checked before any stage output is touched (pucl repro,
     check, run, sweep): the data loads, n_p fits the task's positives, the encoder fits
     the image shape."""
     check_task(params.data.dataset, params.data.task)
-    data = load_dataset(params.data.dataset, root=str(root / params.paths.data_root),
-                        test_fraction=params.data.test_fraction, seed=params.data.seed)
+    y_train, shape = _training_labels(params.data.dataset,
+                                      str(root / params.paths.data_root),
+                                      params.data.test_fraction, params.data.seed)
     task = get_task(params.data.task)
-    kept = data.y_train[task.keep(data.y_train)]
+    kept = y_train[task.keep(y_train)]
     positives = int(task.binarize(kept).sum())
     if positives == 0:
         raise DataError(f"the {params.data.dataset} training data holds no positive of task "
@@ -121,19 +148,11 @@ def check_inputs(params: Params, root: Path) -> None:
     if params.split.scenario == "single_dataset" and params.split.n_p >= len(kept):
         raise DataError(f"split.n_p = {params.split.n_p} labels every training row: with "
                         "scenario single_dataset the unlabeled set U would be empty")
-    import torch
-
-    from pucl.models import ContrastiveModel
-
     p = params.pretrain
-    try:
-        model = ContrastiveModel(p.encoder, data.image_shape, p.proj_hidden, p.proj_dim).eval()
-        with torch.no_grad():
-            model(torch.zeros(2, *data.image_shape))
-    except Exception as exc:
+    problem = _encoder_fits(p.encoder, shape, p.proj_hidden, p.proj_dim)
+    if problem:
         raise ParamsError(f"pretrain.encoder = {p.encoder!r} does not fit "
-                          f"{params.data.dataset} images of shape {list(data.image_shape)} "
-                          f"({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+                          f"{params.data.dataset} images of shape {list(shape)} ({problem})")
 
 
 def read_table(path: Path, columns: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -243,21 +262,18 @@ def pipeline_run(params: Params, name: str, entry: str, tags: dict | None = None
         yield parent
 
 
-def _attach_parent(params: Params, uri: str, root: Path,
+def _attach_parent(params: Params, store: tracking.Store | None, root: Path,
                    parent_run_id: str | None) -> tracking.Run | None:
     """The parent run of this stage: given, from the environment (pucl repro), or shared by
     the stages of one plain `dvc repro` (created by the first of them)."""
-    if tracking.tracking_disabled():
-        return None
-    parent_run_id = parent_run_id or os.environ.get(tracking.PARENT_RUN_ENV)
-    invocation = None if parent_run_id else tracking.dvc_invocation()
-    if parent_run_id is None and invocation is None:
-        return None
-    store = tracking.try_open_store(uri, params.tracking.experiment, root)
     if store is None:
         return None
+    parent_run_id = parent_run_id or os.environ.get(tracking.PARENT_RUN_ENV)
     if parent_run_id is not None:
         return store.attach(parent_run_id)
+    invocation = tracking.dvc_invocation()
+    if invocation is None:
+        return None
     try:
         parent = tracking.invocation_parent(
             store, invocation, "pipeline (dvc repro)",
@@ -282,13 +298,14 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
               deterministic_torch=name not in NUMPY_ONLY_STAGES)
     tracking_root = tracking.project_root()
     uri = tracking.resolve_tracking_uri(params.tracking.uri, tracking_root)
-    parent = _attach_parent(params, uri, tracking_root, parent_run_id)
+    store = tracking.try_open_store(uri, params.tracking.experiment, tracking_root)
+    parent = _attach_parent(params, store, tracking_root, parent_run_id)
     owned = parent is not None and parent.owned
     tags = {"kind": "stage", "stage": name, "dataset": params.data.dataset,
             "task": params.data.task, "seed": params.base.seed}
     try:
-        with tracking.tracked_run(name, params.tracking.experiment, uri, tracking_root, tags,
-                                  parent.run_id if parent else None) as mlrun:
+        with tracking.run_in(store, name, tracking_root, tags,
+                             parent.run_id if parent else None) as mlrun:
             logged = {"base.seed": params.base.seed, "data.dataset": params.data.dataset,
                       "data.task": params.data.task}
             for section in STAGE_SECTIONS[name]:

@@ -16,7 +16,6 @@ from typing import Any
 
 import yaml
 
-from pucl import tracking
 from pucl.config import Params, apply_overrides, parse_params, read_yaml_mapping
 from stages import (
     STAGES,
@@ -114,7 +113,3 @@ def run_pipeline(params: Params, workdir: Path, name: str, tags: dict | None = N
             result.stages[stage] = stage_call(stage, params, workdir, progress, parent.run_id)
         parent.set_tags({"run_dir": str(workdir)})
     return result
-
-
-def project_root() -> Path:
-    return tracking.project_root()

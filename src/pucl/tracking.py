@@ -193,6 +193,13 @@ class RunRecord:
     def parent_id(self) -> str | None:
         return self.tags.get("mlflow.parentRunId")
 
+    @classmethod
+    def of(cls, run: Any) -> RunRecord:
+        """From an mlflow.entities.Run."""
+        return cls(run.info.run_id, run.info.run_name or "", run.info.status,
+                   run.info.start_time or 0, dict(run.data.params), dict(run.data.metrics),
+                   dict(run.data.tags))
+
 
 class Store:
     """An MLflow tracking store and one experiment in it."""
@@ -221,18 +228,13 @@ class Store:
                                         filter_string=filter_string,
                                         run_view_type=ViewType.ACTIVE_ONLY,
                                         max_results=50000, order_by=["attributes.start_time ASC"])
-        return [RunRecord(r.info.run_id, r.info.run_name or "", r.info.status,
-                          r.info.start_time or 0, dict(r.data.params), dict(r.data.metrics),
-                          dict(r.data.tags)) for r in found]
+        return [RunRecord.of(r) for r in found]
 
     def children(self, run_id: str) -> list[RunRecord]:
         return self.runs(f"tags.mlflow.parentRunId = '{run_id}'")
 
     def get(self, run_id: str) -> RunRecord:
-        r = self.client.get_run(run_id)
-        return RunRecord(r.info.run_id, r.info.run_name or "", r.info.status,
-                         r.info.start_time or 0, dict(r.data.params), dict(r.data.metrics),
-                         dict(r.data.tags))
+        return RunRecord.of(self.client.get_run(run_id))
 
     def artifacts(self, run_id: str, path: str | None = None) -> list[str]:
         """Artifact paths of a run, recursively."""
@@ -336,14 +338,22 @@ def tracked_run(
     """Create a run (nested under `parent_run_id` when given), yield it, and close it
     FINISHED, or FAILED when the body raises. Without a usable store, yields a run that
     records nothing."""
-    store = try_open_store(uri, experiment, root)
+    with run_in(try_open_store(uri, experiment, root), name, root, tags,
+                parent_run_id) as handle:
+        yield handle
+
+
+@contextmanager
+def run_in(store: Store | None, name: str, root: Path, tags: Mapping[str, Any] | None = None,
+           parent_run_id: str | None = None) -> Iterator[Run]:
+    """`tracked_run` on a store already opened (or None: a run that records nothing)."""
     handle = Run(None, None)
     if store is not None:
         try:
             handle = store.start_run(name, {**standard_tags(root), **(tags or {})},
                                      parent_run_id)
         except Exception as exc:
-            _warn(f"MLflow store {uri} cannot be used ({_first_line(exc)}); "
+            _warn(f"MLflow store {store.uri} cannot be used ({_first_line(exc)}); "
                   "results are written locally only")
             os.environ[TRACKING_ENV] = "off"
     try:
