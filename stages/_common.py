@@ -64,7 +64,8 @@ class StageContext:
         p = self.params
         check_task(p.data.dataset, p.data.task)
         return load_dataset(p.data.dataset, root=str(self.root / p.paths.data_root),
-                            test_fraction=p.data.test_fraction, seed=p.data.seed)
+                            test_fraction=p.data.test_fraction, seed=p.data.seed,
+                            download=p.data.download)
 
     def task(self):
         return get_task(self.params.data.task)
@@ -91,6 +92,16 @@ class StageContext:
         """The suites' outcome as a DVC metrics file of the stage (empty when off)."""
         write_json(self.path(section, "validation.json"), self.validations)
 
+    def class_prior(self, choice: str | float) -> tuple[float, str]:
+        """A prior setting ('estimate', 'oracle' or a number) as (value, source); the
+        source says where it came from and is logged as a tag (oracle is never hidden)."""
+        if isinstance(choice, float):
+            return choice, "given"
+        report = self.read_json("prior", "prior.json")
+        if choice == "oracle":
+            return float(report["prior_true"]), "oracle"
+        return float(report["prior"]), "oracle" if report.get("oracle") else report["method"]
+
     def read_json(self, section: str, filename: str) -> dict:
         path = self.path(section, filename)
         try:
@@ -103,10 +114,11 @@ class StageContext:
 
 
 @functools.lru_cache(maxsize=8)
-def _training_labels(dataset: str, data_root: str, test_fraction: float, seed: int
-                     ) -> tuple[np.ndarray, tuple[int, ...]]:
+def _training_labels(dataset: str, data_root: str, test_fraction: float, seed: int,
+                     download: bool) -> tuple[np.ndarray, tuple[int, ...]]:
     """Labels and image shape of the training data (cached: a sweep checks every point)."""
-    data = load_dataset(dataset, root=data_root, test_fraction=test_fraction, seed=seed)
+    data = load_dataset(dataset, root=data_root, test_fraction=test_fraction, seed=seed,
+                        download=download)
     return data.y_train, tuple(data.image_shape)
 
 
@@ -134,7 +146,8 @@ def check_inputs(params: Params, root: Path) -> None:
     check_task(params.data.dataset, params.data.task)
     y_train, shape = _training_labels(params.data.dataset,
                                       str(root / params.paths.data_root),
-                                      params.data.test_fraction, params.data.seed)
+                                      params.data.test_fraction, params.data.seed,
+                                      params.data.download)
     task = get_task(params.data.task)
     kept = y_train[task.keep(y_train)]
     positives = int(task.binarize(kept).sum())

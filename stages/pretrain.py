@@ -49,15 +49,9 @@ TRAINING_CODE = (augment_module, contrastive_module, losses_core, encoders_modul
 
 def loss_prior(ctx: StageContext) -> tuple[float | None, str | None]:
     """The class prior for PUNCE / DCL and where it came from (None for other losses)."""
-    choice = ctx.params.pretrain.prior
     if ctx.params.pretrain.loss not in PRIOR_LOSSES:
         return None, None
-    if isinstance(choice, float):
-        return choice, "given"
-    report = ctx.read_json("prior", "prior.json")
-    if choice == "oracle":
-        return float(report["prior_true"]), "oracle"
-    return float(report["prior"]), "oracle" if report.get("oracle") else report["method"]
+    return ctx.class_prior(ctx.params.pretrain.prior)
 
 
 def loss_params(p, prior: float | None) -> dict:

@@ -1,12 +1,17 @@
-"""Stage train_classifier: linear head on frozen encoder features, cross-entropy on the
-PUPL pseudo-labels (DESIGN section 6). Outputs `head.pt` and `history.csv`."""
+"""Stage train_classifier: a linear head on frozen encoder features (DESIGN section 6).
+
+`classifier.objective` picks what it learns from: `pupl_ce` (default) cross-entropy on the
+PUPL pseudo-labels; `nnpu` / `upu` the PU risks on labelled positives vs U with the prior
+of `classifier.prior`; `naive_ce` cross-entropy with U as negative. Outputs `head.pt`,
+`history.csv` and `summary.json` (objective, prior used and its source)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import torch
 
-from pucl.classify import LinearSettings, train_linear_head
+from pucl.classify import PU_RISKS, LinearSettings, train_linear_head, train_pu_head
 from pucl.errors import DataError
 from pucl.features import embed
 from pucl.runtime import resolve_device, seeded_generator
@@ -17,6 +22,7 @@ from stages._common import (
     atomic_path,
     main_for,
     read_table,
+    write_json,
     write_table,
 )
 
@@ -25,29 +31,57 @@ NAME = "train_classifier"
 
 def run(ctx: StageContext) -> dict:
     p = ctx.params.classifier
-    pseudo = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
+    settings = LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size)
+    generator = seeded_generator(ctx.params.base.seed)
     data = ctx.data()
     model = load_model(ctx.path("pretrain", "model.pt"))
-    features = embed(model, data.x_train[pseudo["index"].to_numpy()], "encoder",
-                     resolve_device(ctx.params.base.device))
-    labels = pseudo["pseudo_label"].to_numpy()
-    if len(set(labels.tolist())) < 2:
-        raise DataError("PUPL produced a single class; the classifier needs both "
-                        f"(positive fraction {labels.mean():.3f})")
-    head, losses = train_linear_head(
-        features, labels, LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size),
-        seeded_generator(ctx.params.base.seed), progress=ctx.progress,
-    )
-    train_acc = float(((head.positive_score(features) >= 0.5) == labels).mean())
+    device = resolve_device(ctx.params.base.device)
+    summary: dict = {"objective": p.objective, "prior": None, "prior_source": None}
+    if p.objective in PU_RISKS:
+        manifest = ctx.manifest()
+        train = manifest[manifest["split"] == "train"]
+        positive = train.loc[train["pu"] == 1, "index"].to_numpy()
+        unlabeled = train.loc[train["in_u"], "index"].to_numpy()
+        rows = np.union1d(positive, unlabeled)
+        features = embed(model, data.x_train[rows], "encoder", device)
+        lookup = np.searchsorted(rows, positive), np.searchsorted(rows, unlabeled)
+        prior, source = ctx.class_prior(p.prior)
+        summary.update(prior=prior, prior_source=source)
+        head, losses = train_pu_head(features[lookup[0]], features[lookup[1]], prior,
+                                     p.objective, settings, generator, ctx.progress,
+                                     p.nnpu_beta, p.nnpu_gamma)
+        labels = np.isin(rows, positive).astype(np.int64)  # fit reported against P vs U
+    else:
+        if p.objective == "pupl_ce":
+            table = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
+            rows, labels = table["index"].to_numpy(), table["pseudo_label"].to_numpy()
+        else:  # naive_ce: every unlabeled row taken as negative
+            train = ctx.manifest().query("split == 'train' and (in_u or pu == 1)")
+            rows, labels = train["index"].to_numpy(), train["pu"].to_numpy()
+        if len(set(labels.tolist())) < 2:
+            raise DataError(f"{p.objective}: the training labels hold a single class; the "
+                            f"classifier needs both (positive fraction {labels.mean():.3f})")
+        features = embed(model, data.x_train[rows], "encoder", device)
+        head, losses = train_linear_head(features, labels, settings, generator,
+                                         progress=ctx.progress)
+    train_fit = float(((head.positive_score(features) >= 0.5) == labels).mean())
     with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
         torch.save({"state_dict": head.state_dict(), "dim": features.shape[1]}, tmp)
     write_table(ctx.path("classifier", "history.csv"),
                 pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": losses}))
+    write_json(ctx.path("classifier", "summary.json"), summary)
     for i, loss in enumerate(losses, start=1):
         if i % 10 == 0 or i == len(losses):
             ctx.run.log_metrics({"loss": loss}, step=i)
+    ctx.run.set_tags({"classifier_objective": p.objective,
+                      **({"classifier_prior_source": summary["prior_source"]}
+                         if summary["prior_source"] else {})})
     ctx.run.log_artifact(ctx.path("classifier", "head.pt"))
-    return {"final_loss": losses[-1], "pseudo_label_fit": train_acc}
+    ctx.run.log_artifact(ctx.path("classifier", "summary.json"))
+    metrics = {"final_loss": losses[-1], "train_fit": train_fit}
+    if summary["prior"] is not None:
+        metrics["classifier_prior"] = summary["prior"]
+    return metrics
 
 
 def main() -> None:

@@ -72,3 +72,27 @@ def test_refuses_without_labelled_positives():
     z, _, _ = blobs()
     with pytest.raises(ValueError, match="at least one labelled positive"):
         pu_kmeans(z, np.zeros(len(z), bool), 1, 10, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("chunk", [7, 65_536])
+def test_lloyd_steps_match_the_naive_definitions(monkeypatch, chunk):
+    """The chunked half-space test and mask-product means against eq. 45's squared
+    distances and plain member means, in float64."""
+    import pucl.pupl as pupl
+
+    monkeypatch.setattr(pupl, "_CHUNK", chunk)
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(500, 12)).astype(np.float32)
+    mu_p, mu_n = rng.normal(size=(2, 12)).astype(np.float32)
+    z64 = z.astype(np.float64)
+    d_p = ((z64 - mu_p) ** 2).sum(axis=1)
+    d_n = ((z64 - mu_n) ** 2).sum(axis=1)
+    clear = np.abs(d_p - d_n) > 1e-4  # float32 rounding may only flip exact ties
+    got = pupl._closer_to_positive(z, mu_p, mu_n)
+    np.testing.assert_array_equal(got[clear], (d_p <= d_n)[clear])
+
+    positive = d_p <= d_n
+    new_p, new_n = pupl._centroids(z, positive, z.sum(axis=0, dtype=np.float64), mu_n)
+    np.testing.assert_allclose(new_p, z64[positive].mean(axis=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(new_n, z64[~positive].mean(axis=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pupl._row_norms(z), (z64 ** 2).sum(axis=1), rtol=1e-6)

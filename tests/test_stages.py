@@ -77,3 +77,41 @@ def test_prior_aware_loss_uses_the_prior_it_is_given(project, tracking_uri):
                               "tags.stage = 'pretrain'")
     assert runs[0].data.metrics["loss_prior"] == report["prior_true"]
     assert runs[0].data.tags["loss_prior_source"] == "oracle"
+
+
+def test_classifier_objectives_record_their_prior_and_differ(project, tracking_uri):
+    """One pretrained encoder, four downstream objectives: each writes its summary and
+    tags, the PU risks use the prior they are given, and the heads are not all equal."""
+    import json
+
+    import torch
+    import yaml
+
+    for name in ("build_split", "estimate_prior", "pretrain", "pupl_label"):
+        stage(project, name)
+    report = json.loads((project / "data/prior/prior.json").read_text())
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    heads = {}
+    for objective, prior, want_prior, source in [
+            ("pupl_ce", "estimate", None, None),
+            ("naive_ce", "estimate", None, None),
+            ("nnpu", "oracle", report["prior_true"], "oracle"),
+            ("upu", 0.35, 0.35, "given"),
+            ("nnpu", "estimate", report["prior"], "km2")]:
+        params["classifier"].update({"objective": objective, "prior": prior})
+        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        stage(project, "train_classifier")
+        summary = json.loads((project / "data/classifier/summary.json").read_text())
+        assert summary == {"objective": objective, "prior": want_prior, "prior_source": source}
+        heads[(objective, str(prior))] = torch.load(
+            project / "data/classifier/head.pt")["state_dict"]["linear.weight"]
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("pucl").experiment_id],
+                              "tags.stage = 'train_classifier'",
+                              order_by=["attributes.start_time ASC"])
+    assert [r.data.tags["classifier_objective"] for r in runs] == [
+        "pupl_ce", "naive_ce", "nnpu", "upu", "nnpu"]
+    assert runs[2].data.metrics["classifier_prior"] == report["prior_true"]
+    assert runs[2].data.tags["classifier_prior_source"] == "oracle"
+    weights = list(heads.values())
+    assert all(not torch.equal(weights[0], w) for w in weights[1:])

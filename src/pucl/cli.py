@@ -117,20 +117,6 @@ def ui(
          "--host", "127.0.0.1", "--port", str(port)], cwd=root))
 
 
-@app.command()
-def check() -> None:
-    """Validate params.yaml without running anything."""
-    root = tracking.project_root()
-    try:
-        params = load_params(root / "params.yaml")
-        from stages._common import check_inputs
-
-        check_inputs(params, root)
-    except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
-    out.print(f"params.yaml is valid ({root / 'params.yaml'})")
-
-
 def _ints(text: str) -> list[int]:
     try:
         return [int(v) for v in text.split(",") if v.strip()]
@@ -229,6 +215,15 @@ def _validated_overrides(root: Path, assignments: list[str] | None) -> dict:
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
     return overrides
+
+
+@app.command()
+def check(assignments: SetOption = None) -> None:
+    """Validate params.yaml (with any --set overrides) and the data without running."""
+    root = _project()
+    _validated_overrides(root, assignments)
+    suffix = f" with {', '.join(assignments)}" if assignments else ""
+    out.print(f"params.yaml is valid{suffix} ({root / 'params.yaml'})")
 
 
 def _prefect_env() -> None:

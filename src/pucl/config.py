@@ -60,6 +60,7 @@ class DataParams(_Section):
     task: str = "mnist-i"
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     seed: int = Field(0, ge=0, description="seed of the train/test split (fixed across runs)")
+    download: bool = Field(False, description="let torchvision fetch missing files")
 
 
 class SplitParams(_Section):
@@ -140,10 +141,26 @@ class PuplParams(_Section):
 
 
 class ClassifierParams(_Section):
+    # pupl_ce: cross-entropy on the PUPL pseudo-labels (the paper's method); nnpu / upu:
+    # the cost-sensitive PU risks (eq. 15 / 14) on labelled P vs U; naive_ce: U as negative.
+    objective: Literal["pupl_ce", "nnpu", "upu", "naive_ce"] = "pupl_ce"
+    # nnpu / upu: the estimate_prior stage's value, the true prior of U (oracle,
+    # benchmarks only), or a number in (0, 1).
+    prior: Literal["estimate", "oracle"] | float = "estimate"
+    nnpu_beta: float = Field(0.0, ge=0.0, description="nnPU: tolerated negative risk")
+    nnpu_gamma: float = Field(1.0, gt=0.0, description="nnPU: step size on the negative risk")
     epochs: int = Field(100, ge=1)
     lr: float = Field(1e-2, gt=0.0)
     weight_decay: float = Field(1e-4, ge=0.0)
     batch_size: int = Field(256, ge=1)
+
+
+    @field_validator("prior")
+    @classmethod
+    def _prior_range(cls, v):
+        if isinstance(v, float) and not 0.0 < v < 1.0:
+            raise ValueError(f"must be 'estimate', 'oracle' or a number in (0, 1), got {v}")
+        return v
 
 
 class EvaluateParams(_Section):

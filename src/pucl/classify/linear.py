@@ -1,5 +1,6 @@
-"""Downstream classifier: a linear head on frozen features, cross-entropy on pseudo-labels
-(paper 000 section 7.1, "CE over PUPL")."""
+"""Downstream classifier: a linear head on frozen features, trained with cross-entropy on
+pseudo-labels (paper 000 section 7.1, "CE over PUPL"; also naive CE with U as negative)
+or with a cost-sensitive PU risk (uPU / nnPU, eq. 14-15)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
+
+from pucl.classify.pu_risk import pu_risk
 
 
 @dataclass(frozen=True)
@@ -32,12 +35,27 @@ class LinearHead(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.linear((h - self.mean) / self.scale)
 
+    def score(self, h: torch.Tensor) -> torch.Tensor:
+        """The real-valued decision g(x) = logit(positive) - logit(negative)."""
+        logits = self(h)
+        return logits[:, 1] - logits[:, 0]
+
     @torch.no_grad()
     def positive_score(self, features: np.ndarray) -> np.ndarray:
         """P(y = 1 | x) per row."""
         self.eval()
         logits = self(torch.as_tensor(features, dtype=torch.float32))
         return torch.softmax(logits, dim=1)[:, 1].numpy()
+
+
+def _standardised_head(x: torch.Tensor, settings: LinearSettings
+                       ) -> tuple[LinearHead, torch.optim.Optimizer]:
+    head = LinearHead(x.shape[1])
+    head.mean.copy_(x.mean(0))
+    head.scale.copy_(x.std(0).clamp_min(1e-6))
+    optimizer = torch.optim.Adam(head.parameters(), lr=settings.lr,
+                                 weight_decay=settings.weight_decay)
+    return head, optimizer
 
 
 def train_linear_head(
@@ -50,11 +68,7 @@ def train_linear_head(
     """Train on (features [n, d], labels {0,1} [n]); returns the head and per-epoch loss."""
     x = torch.as_tensor(features, dtype=torch.float32)
     y = torch.as_tensor(np.array(labels, dtype=np.int64))
-    head = LinearHead(x.shape[1])
-    head.mean.copy_(x.mean(0))
-    head.scale.copy_(x.std(0).clamp_min(1e-6))
-    optimizer = torch.optim.Adam(head.parameters(), lr=settings.lr,
-                                 weight_decay=settings.weight_decay)
+    head, optimizer = _standardised_head(x, settings)
     loss_fn = nn.CrossEntropyLoss()
     losses = []
     batch = min(settings.batch_size, len(x))
@@ -70,4 +84,48 @@ def train_linear_head(
             optimizer.step()
             total += float(loss.detach()) * len(idx)
         losses.append(total / len(x))
+    return head.eval(), losses
+
+
+def train_pu_head(
+    positive: np.ndarray,
+    unlabeled: np.ndarray,
+    prior: float,
+    kind: str,
+    settings: LinearSettings,
+    generator: torch.Generator,
+    progress: bool = True,
+    beta: float = 0.0,
+    gamma: float = 1.0,
+) -> tuple[LinearHead, list[float]]:
+    """uPU / nnPU on (labelled positives [n_p, d], unlabeled [n_u, d]). An epoch is one
+    pass over U; each step pairs a batch of U with an equally large batch of P, drawn
+    from P without replacement and reshuffled whenever P runs out (P is usually much
+    smaller than U, and a batch without positives has no positive risk)."""
+    x_p = torch.as_tensor(positive, dtype=torch.float32)
+    x_u = torch.as_tensor(unlabeled, dtype=torch.float32)
+    head, optimizer = _standardised_head(torch.cat([x_p, x_u]), settings)
+    batch = min(settings.batch_size, len(x_u))
+    p_order, p_next = torch.randperm(len(x_p), generator=generator), 0
+    losses = []
+    for _ in tqdm(range(settings.epochs), desc=f"classifier ({kind})", unit="epoch",
+                  disable=not progress):
+        head.train()
+        order = torch.randperm(len(x_u), generator=generator)
+        total, steps = 0.0, 0
+        for start in range(0, len(x_u), batch):
+            idx_u = order[start:start + batch]
+            take = min(len(idx_u), len(x_p))
+            if p_next + take > len(x_p):
+                p_order, p_next = torch.randperm(len(x_p), generator=generator), 0
+            idx_p = p_order[p_next:p_next + take]
+            p_next += take
+            result = pu_risk(head.score(x_p[idx_p]), head.score(x_u[idx_u]), prior, kind,
+                             beta, gamma)
+            optimizer.zero_grad(set_to_none=True)
+            result.objective.backward()
+            optimizer.step()
+            total += float(result.risk)
+            steps += 1
+        losses.append(total / steps)
     return head.eval(), losses

@@ -23,6 +23,7 @@ class ImageData:
     y_train: np.ndarray
     x_test: np.ndarray
     y_test: np.ndarray
+    source: str = "embedded"  # where the files were read from
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -83,7 +84,8 @@ def check_data_root(name: str, root: str | None) -> None:
 
 
 def load_dataset(name: str, **options) -> ImageData:
-    check_data_root(name, options.get("root"))
+    if not options.get("download"):
+        check_data_root(name, options.get("root"))
     data = dataset_spec(name).loader(**options)
     for part in ("x_train", "x_test"):
         arr = getattr(data, part)

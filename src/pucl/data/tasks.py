@@ -29,6 +29,8 @@ TASKS: dict[str, Task] = {
     t.name: t
     for t in [
         Task("mnist-i", (0, 2, 4, 6, 8)),
+        Task("fmnist-i", (1, 4, 7)),  # trouser, coat, sneaker: prior 0.3
+        Task("fmnist-ii", (0, 2, 3, 5, 6, 8, 9)),  # prior 0.7
     ]
 }
 

@@ -1,0 +1,52 @@
+"""Cost-sensitive PU risks for the downstream classifier (paper 000 eq. 14-15).
+
+The classifier outputs a real score t = g(x) (logit of the positive class minus that of
+the negative). With the sigmoid loss l(t, +1) = sigmoid(-t), l(t, -1) = sigmoid(t):
+
+    uPU  (eq. 14):  pi R_P^+ + [R_U^- - pi R_P^-]
+    nnPU (eq. 15):  pi R_P^+ + max(0, R_U^- - pi R_P^-)
+
+nnPU is trained with Kiryo et al.'s step: when the negative risk R_U^- - pi R_P^- falls
+below -beta, the step is taken on -gamma times it (pushing it back up) instead of on the
+whole risk. The paper's settings are beta = 0, gamma = 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+OBJECTIVES = ("pupl_ce", "nnpu", "upu", "naive_ce")
+PU_RISKS = ("nnpu", "upu")
+
+
+def sigmoid_loss(t: torch.Tensor, sign: float) -> torch.Tensor:
+    """l(t, y) = sigmoid(-y t) for y in {+1, -1}: bounded, symmetric, Kiryo's default."""
+    return torch.sigmoid(-sign * t)
+
+
+@dataclass(frozen=True)
+class PURisk:
+    objective: torch.Tensor  # what to differentiate for this step
+    risk: torch.Tensor  # the estimator's value (eq. 14 or 15), for reporting
+    negative_risk: torch.Tensor  # R_U^- - pi R_P^-
+    corrected: bool  # nnPU: the Kiryo step on the negative risk was taken
+
+
+def pu_risk(t_p: torch.Tensor, t_u: torch.Tensor, prior: float, kind: str,
+            beta: float = 0.0, gamma: float = 1.0) -> PURisk:
+    """t_p: scores of labelled positives; t_u: scores of unlabeled rows."""
+    if kind not in PU_RISKS:
+        raise ValueError(f"kind must be one of {PU_RISKS}, got {kind!r}")
+    if not 0.0 < prior < 1.0:
+        raise ValueError(f"prior must be in (0, 1), got {prior}")
+    positive_risk = prior * sigmoid_loss(t_p, +1.0).mean()
+    negative_risk = sigmoid_loss(t_u, -1.0).mean() - prior * sigmoid_loss(t_p, -1.0).mean()
+    if kind == "upu":
+        risk = positive_risk + negative_risk
+        return PURisk(risk, risk.detach(), negative_risk.detach(), False)
+    risk = positive_risk + torch.clamp(negative_risk, min=0.0)
+    if negative_risk.item() < -beta:
+        return PURisk(-gamma * negative_risk, risk.detach(), negative_risk.detach(), True)
+    return PURisk(positive_risk + negative_risk, risk.detach(), negative_risk.detach(), False)

@@ -1,0 +1,106 @@
+"""Dataset loaders on tiny files written in the real on-disk formats, and the tasks'
+relabelling (paper 000 Appendix B.1). No network: nothing here downloads."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pucl.data.mnist_family as family
+from pucl.data import load_dataset
+from pucl.data.tasks import get_task
+from pucl.errors import DataError
+
+STEMS = {"x_train": "train-images-idx3-ubyte", "y_train": "train-labels-idx1-ubyte",
+         "x_test": "t10k-images-idx3-ubyte", "y_test": "t10k-labels-idx1-ubyte"}
+
+
+def idx_bytes(array: np.ndarray) -> bytes:
+    """The IDX format as LeCun's page describes it: 0, 0, type 0x08, ndim, big-endian
+    int32 dimensions, then the unsigned bytes."""
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}i", *array.shape)
+    return header + array.astype(np.uint8).tobytes()
+
+
+def write_idx_set(directory: Path, n_train=12, n_test=5, compress=True, seed=0):
+    rng = np.random.default_rng(seed)
+    arrays = {"x_train": rng.integers(0, 256, (n_train, 28, 28)),
+              "y_train": np.arange(n_train) % 10,
+              "x_test": rng.integers(0, 256, (n_test, 28, 28)),
+              "y_test": (np.arange(n_test) + 3) % 10}
+    directory.mkdir(parents=True, exist_ok=True)
+    for part, stem in STEMS.items():
+        data = idx_bytes(arrays[part])
+        if compress:
+            (directory / f"{stem}.gz").write_bytes(gzip.compress(data))
+        else:
+            (directory / stem).write_bytes(data)
+    return arrays
+
+
+@pytest.fixture
+def no_system_copy(monkeypatch, tmp_path):
+    """Hide the machine's Debian Fashion-MNIST so the tests see only their own files."""
+    monkeypatch.setattr(family, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian")
+
+
+@pytest.mark.parametrize("layout, compress", [("FashionMNIST/raw", False),
+                                              ("fashion-mnist", True), ("", True)])
+def test_fmnist_reads_idx_files_in_each_layout(tmp_path, no_system_copy, layout, compress):
+    arrays = write_idx_set(tmp_path / "root" / layout, compress=compress)
+    data = load_dataset("fmnist", root=str(tmp_path / "root"))
+    assert data.x_train.shape == (12, 1, 28, 28) and data.x_train.dtype == np.uint8
+    np.testing.assert_array_equal(data.x_train[:, 0], arrays["x_train"])
+    np.testing.assert_array_equal(data.y_test, arrays["y_test"])
+    assert data.source == str(tmp_path / "root" / layout).rstrip("/")
+
+
+def test_fmnist_falls_back_to_the_debian_location(tmp_path, monkeypatch):
+    system = tmp_path / "usr-share"
+    arrays = write_idx_set(system, seed=4)
+    monkeypatch.setattr(family, "DEBIAN_FASHION_MNIST", system)
+    data = load_dataset("fmnist", root=str(tmp_path / "empty-root"))
+    np.testing.assert_array_equal(data.x_test[:, 0], arrays["x_test"])
+    assert data.source == str(system)
+
+
+def test_fmnist_missing_files_name_every_place_looked(tmp_path, no_system_copy):
+    with pytest.raises(DataError, match="no IDX files") as err:
+        load_dataset("fmnist", root=str(tmp_path))
+    assert str(tmp_path / "FashionMNIST" / "raw") in str(err.value)
+    assert "data.download" in str(err.value)
+
+
+def test_mnist_reads_torchvision_layout(tmp_path):
+    arrays = write_idx_set(tmp_path / "MNIST" / "raw", compress=False, seed=2)
+    data = load_dataset("mnist", root=str(tmp_path))
+    np.testing.assert_array_equal(data.y_train, arrays["y_train"])
+    assert data.x_test.shape == (5, 1, 28, 28)
+
+
+@pytest.mark.parametrize("corrupt, message", [
+    (b"\x01\x02\x08\x03" + b"\x00" * 20, "bad magic number"),
+    (bytes([0, 0, 8, 3]) + struct.pack(">3i", 12, 28, 28) + b"\x00" * 100, "holds 100 bytes"),
+])
+def test_corrupt_idx_is_a_one_line_error(tmp_path, no_system_copy, corrupt, message):
+    write_idx_set(tmp_path, compress=False)
+    (tmp_path / STEMS["x_train"]).write_bytes(corrupt)
+    with pytest.raises(DataError, match=message):
+        load_dataset("fmnist", root=str(tmp_path))
+
+
+@pytest.mark.parametrize("task, positive, prior", [
+    ("mnist-i", {0, 2, 4, 6, 8}, 0.5),
+    ("fmnist-i", {1, 4, 7}, 0.3),
+    ("fmnist-ii", {0, 2, 3, 5, 6, 8, 9}, 0.7),
+])
+def test_task_relabelling(task, positive, prior):
+    labels = np.repeat(np.arange(10), 7)  # balanced classes, as in the benchmarks
+    binary = get_task(task).binarize(labels)
+    assert {int(c) for c in labels[binary == 1]} == positive
+    assert binary.mean() == pytest.approx(prior)
+    assert get_task(task).keep(labels).all()
