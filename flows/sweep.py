@@ -52,7 +52,8 @@ def validate_points(spec: SweepSpec, root: Path, raw: dict | None = None) -> lis
 @task(name="sweep-point", task_run_name="{point_name}", retries=1, retry_delay_seconds=5,
       retry_condition_fn=retry_if_transient, cache_policy=NO_CACHE)
 def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], root: str,
-              sweep_name: str, sweep_run_id: str | None, tracking_uri: str) -> dict[str, Any]:
+              sweep_name: str, sweep_run_id: str | None, tracking_uri: str,
+              variant: str | None = None) -> dict[str, Any]:
     """One grid point: the whole pipeline in its own directory, nested under the sweep.
     It may run on another machine's Dask worker: project and store come as arguments."""
     if sweep_run_id is None:  # the store was unusable when the sweep started: say it once
@@ -61,7 +62,8 @@ def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], r
     project = project_dir(root)
     params = resolve_params(project, overrides, raw)
     workdir = run_directory(project, params, f"{sweep_name}/{safe_name(point_name)}")
-    result = run_pipeline(params, workdir, point_name, tags={"sweep": sweep_name},
+    tags = {"sweep": sweep_name, **({"variant": variant} if variant else {})}
+    result = run_pipeline(params, workdir, point_name, tags=tags,
                           entry="sweep", parent_run_id=sweep_run_id)
     return {**result.summary(), "overrides": overrides}
 
@@ -88,7 +90,7 @@ def sweep(spec: dict[str, Any], project: str | None = None,
         parent.log_text(yaml.safe_dump(spec, sort_keys=False), "sweep.yaml")
         logger.info(f"sweep {sweep_spec.name}: {len(points)} points -> {out_dir}")
         futures = [run_point.submit(p.name, p.overrides, raw, str(root), sweep_spec.name,
-                                    parent.run_id, uri) for p in points]
+                                    parent.run_id, uri, p.variant) for p in points]
         wait(futures)
         results, failed = [], []
         for point, future in zip(points, futures, strict=True):

@@ -5,12 +5,18 @@ rate, images/s; a DVC plot), `loss.png`, and `checkpoint.pt`, a DVC `persist` ou
 rewritten atomically after every epoch. A rerun whose params, seed and split match the
 checkpoint's fingerprint resumes from it (bit-identical to an uninterrupted run); any
 other checkpoint is ignored and training starts over.
+
+A finished pretraining is also kept under `paths.pretrain_cache/<fingerprint>/`; a later
+run with the same fingerprint (the sweep points of one seed that differ only downstream,
+say) copies it instead of training again, and says so (tag `pretrain_reused`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -94,9 +100,68 @@ def load_resume_state(path, expected: str) -> dict | None:
     return state
 
 
+CACHED_FILES = ("model.pt", "history.csv", "checkpoint.pt")
+
+
+def cache_entry(ctx: StageContext, fp: str) -> Path | None:
+    cache = ctx.params.paths.pretrain_cache
+    return (ctx.root / cache / fp).resolve() if cache else None
+
+
+def restore_from_cache(ctx: StageContext, entry: Path | None) -> bool:
+    if entry is None or not all((entry / name).is_file() for name in CACHED_FILES):
+        return False
+    for name in CACHED_FILES:
+        with atomic_path(ctx.path("pretrain", name)) as tmp:
+            shutil.copyfile(entry / name, tmp)
+    return True
+
+
+def store_in_cache(ctx: StageContext, entry: Path | None) -> None:
+    """Best effort: the cache only saves time, so a full disk here warns, not fails."""
+    if entry is None or entry.exists():
+        return
+    staging = entry.with_name(f"{entry.name}.tmp-{os.getpid()}")
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+        for name in CACHED_FILES:
+            shutil.copyfile(ctx.path("pretrain", name), staging / name)
+        os.replace(staging, entry)  # complete or absent, never half-written
+    except OSError as exc:
+        print(f"pucl pretrain: warning: not cached in {entry.parent} ({exc})", file=sys.stderr)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def build_model(ctx: StageContext, in_shape) -> ContrastiveModel:
     p = ctx.params.pretrain
     return ContrastiveModel(p.encoder, tuple(in_shape), p.proj_hidden, p.proj_dim)
+
+
+def train_and_save(ctx: StageContext, model, loss_fn, augment, images, is_labeled,
+                   checkpoint: Path, fp: str, image_shape) -> pd.DataFrame:
+    p = ctx.params.pretrain
+    settings = PretrainSettings(p.epochs, p.batch_size, p.lr, p.weight_decay)
+    resume = load_resume_state(checkpoint, fp)
+
+    def on_epoch(stats: EpochStats, state: dict) -> None:
+        with atomic_path(checkpoint) as tmp:
+            torch.save({**state, "fingerprint": fp}, tmp)
+        ctx.run.log_metrics({"loss": stats.loss, "lr": stats.lr,
+                             "images_per_s": stats.images_per_s}, step=stats.epoch)
+
+    history = train_contrastive(
+        model, loss_fn, images, is_labeled, augment, settings,
+        seeded_generator(ctx.params.base.seed), resolve_device(ctx.params.base.device),
+        resume=resume, on_epoch=on_epoch, progress=ctx.progress,
+    )
+    with atomic_path(ctx.path("pretrain", "model.pt")) as tmp:
+        torch.save({"state_dict": model.cpu().state_dict(), "encoder": p.encoder,
+                    "in_shape": list(image_shape), "proj_hidden": p.proj_hidden,
+                    "proj_dim": p.proj_dim, "loss": p.loss}, tmp)
+    frame = pd.DataFrame([h.to_dict() for h in history])
+    write_table(ctx.path("pretrain", "history.csv"), frame)
+    return frame
 
 
 def run(ctx: StageContext) -> dict:
@@ -112,29 +177,20 @@ def run(ctx: StageContext) -> dict:
     prior_used, prior_source = loss_prior(ctx)
     loss_fn = make_loss(p.loss, **loss_params(p, prior_used))
     augment = AffineJitter(**p.augment.model_dump())
-    settings = PretrainSettings(p.epochs, p.batch_size, p.lr, p.weight_decay)
     checkpoint = ctx.path("pretrain", "checkpoint.pt")
     fp = fingerprint(ctx, train, prior_used)
-    resume = load_resume_state(checkpoint, fp)
-
-    def on_epoch(stats: EpochStats, state: dict) -> None:
-        with atomic_path(checkpoint) as tmp:
-            torch.save({**state, "fingerprint": fp}, tmp)
-        ctx.run.log_metrics({"loss": stats.loss, "lr": stats.lr,
-                             "images_per_s": stats.images_per_s}, step=stats.epoch)
-
-    history = train_contrastive(
-        model, loss_fn, images, is_labeled, augment, settings,
-        seeded_generator(ctx.params.base.seed), resolve_device(ctx.params.base.device),
-        resume=resume, on_epoch=on_epoch, progress=ctx.progress,
-    )
-    model_path = ctx.path("pretrain", "model.pt")
-    with atomic_path(model_path) as tmp:
-        torch.save({"state_dict": model.cpu().state_dict(), "encoder": p.encoder,
-                    "in_shape": list(data.image_shape), "proj_hidden": p.proj_hidden,
-                    "proj_dim": p.proj_dim, "loss": p.loss}, tmp)
-    frame = pd.DataFrame([h.to_dict() for h in history])
-    write_table(ctx.path("pretrain", "history.csv"), frame)
+    entry = cache_entry(ctx, fp)
+    if restore_from_cache(ctx, entry):
+        print(f"pucl pretrain: reusing the finished pretraining {entry}", file=sys.stderr)
+        frame = pd.read_csv(ctx.path("pretrain", "history.csv"))
+        for row in frame.itertuples(index=False):
+            ctx.run.log_metrics({"loss": row.loss, "lr": row.lr,
+                                 "images_per_s": row.images_per_s}, step=int(row.epoch))
+        ctx.run.set_tags({"pretrain_reused": str(entry)})
+    else:
+        frame = train_and_save(ctx, model, loss_fn, augment, images, is_labeled, checkpoint,
+                               fp, data.image_shape)
+        store_in_cache(ctx, entry)
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(frame["epoch"], frame["loss"], marker=".")
     ax.set(xlabel="epoch", ylabel=f"{p.loss} loss", title="contrastive pretraining")

@@ -61,13 +61,15 @@ def read_raw_params(root: Path) -> dict:
 
 def resolve_params(root: Path, overrides: dict[str, Any] | None = None,
                    raw: dict | None = None) -> Params:
-    """params.yaml (or `raw`) with dotted overrides, validated; the data root is pinned to
-    an absolute path so that stages running in a run directory read the project's data."""
+    """params.yaml (or `raw`) with dotted overrides, validated; the data root and the
+    pretraining cache are pinned to absolute paths so that stages running in a run
+    directory read the project's data and share one cache."""
     params = parse_params(apply_overrides(raw if raw is not None else read_raw_params(root),
                                           overrides or {}))
-    data_root = (root / params.paths.data_root).resolve()
-    return params.model_copy(update={
-        "paths": params.paths.model_copy(update={"data_root": str(data_root)})})
+    shared = {"data_root": str((root / params.paths.data_root).resolve())}
+    if params.paths.pretrain_cache:
+        shared["pretrain_cache"] = str((root / params.paths.pretrain_cache).resolve())
+    return params.model_copy(update={"paths": params.paths.model_copy(update=shared)})
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,-]+")

@@ -22,6 +22,8 @@ for key, value in {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
 # Small but real settings: every stage runs its true code path in seconds.
 TINY_PARAMS = {
     "base": {"seed": 0, "threads": 2},
+    # off, so that reruns really retrain (determinism tests); test_stages turns it on
+    "paths": {"pretrain_cache": None},
     "split": {"n_p": 200},
     "prior": {"max_per_side": 300, "bandwidth_multipliers": [0.3162, 0.5623, 1.0]},
     "pretrain": {"epochs": 2, "batch_size": 256},

@@ -38,7 +38,8 @@ def declared_outputs(project: Path) -> dict[str, set[str]]:
 
     def interpolate(path: str) -> str:
         for key, value in params["paths"].items():
-            path = path.replace(f"${{paths.{key}}}", value)
+            if isinstance(value, str):
+                path = path.replace(f"${{paths.{key}}}", value)
         return path
 
     out = {}

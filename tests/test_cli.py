@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
+import pytest
 import yaml
 
+from tests.conftest import ROOT
 from tests.helpers import run
 
 
@@ -83,3 +86,33 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project):
         assert "Traceback" not in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
     assert not (project / "data").exists()  # nothing ran, nothing was written
+
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "no-such-preset"], "unknown preset 'no-such-preset' (allowed: fmnist-i-1k"),
+    (["bench", "fmnist-i-1k", "--variants", "pucl_pupl,zz"], "unknown variant 'zz'"),
+    (["bench", "fmnist-i-1k", "--seeds", "0,x"], "comma-separated integers"),
+])
+def test_bench_refuses_bad_presets_in_one_line(project, args, message):
+    import shutil
+
+    shutil.copytree(ROOT / "params" / "presets", project / "params" / "presets")
+    result = subprocess.run([sys.executable, "-m", "pucl.cli", *args], cwd=project,
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_every_preset_is_a_valid_sweep_of_valid_params():
+    from pucl.sweep import expand, load_sweep
+    from stages.runner import resolve_params
+
+    presets = sorted((ROOT / "params" / "presets").glob("*.yaml"))
+    assert presets
+    for path in presets:
+        spec = load_sweep(path)
+        assert spec.reference and set(spec.reference) <= set(spec.variants)
+        for point in expand(spec):
+            params = resolve_params(ROOT, point.overrides)
+            assert params.data.dataset == "fmnist" and params.base.seed == point.seed

@@ -227,6 +227,36 @@ def test_sweep_runs_every_point_and_compares_them(env, executions):
     assert "grouped" in grouped.stdout
 
 
+def test_bench_runs_variants_and_prints_them_beside_the_reference(env, executions):
+    """`pucl bench FILE`: variants x seeds through the sweep flow (its own Prefect server,
+    as a user gets it), grouped by variant, the reference beside each."""
+    preset = env["root"] / "tiny-preset.yaml"
+    preset.write_text(yaml.safe_dump({
+        "name": "tiny-bench", "seeds": [0, 1], "set": {"pretrain.epochs": 1},
+        "variants": {"pucl_pupl": {"pretrain.loss": "pucl"},
+                     "pucl_nnpu": {"pretrain.loss": "pucl", "classifier.objective": "nnpu",
+                                   "classifier.prior": "oracle"}},
+        "reference": {"pucl_pupl": 91.8}}))
+    env_vars = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    result = subprocess.run([sys.executable, "-m", "pucl.cli", "bench", str(preset),
+                             "--seeds", "0", "--variants", "pucl_pupl,pucl_nnpu"],
+                            cwd=env["root"], capture_output=True, text=True, env=env_vars)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = pd.read_csv(env["root"] / "data/runs/tiny-bench/comparison.csv")
+    assert sorted(table["variant"]) == ["pucl_nnpu", "pucl_pupl"]
+    assert list(table["n"]) == [1, 1]  # --seeds 0 replaced the preset's two seeds
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines()
+            if line.count("│") > 3 and "pucl_" in line}
+    accuracy = table.set_index("variant")["accuracy"]
+    assert f"{100 * accuracy['pucl_pupl']:.1f} +- 0.0" in rows["pucl_pupl"]
+    assert "91.8" in rows["pucl_pupl"] and "91.8" not in rows["pucl_nnpu"]
+    client = env["client"]
+    tagged = runs(client, "tags.sweep = 'tiny-bench' and tags.kind = 'pipeline'")
+    assert sorted(r.data.tags["variant"] for r in tagged) == ["pucl_nnpu", "pucl_pupl"]
+    nnpu = next(r for r in tagged if r.data.tags["variant"] == "pucl_nnpu")
+    assert nnpu.data.params["classifier.objective"] == "nnpu"
+
+
 def test_sweep_on_an_existing_dask_cluster(env, executions):
     from distributed import LocalCluster
     from prefect_dask import DaskTaskRunner

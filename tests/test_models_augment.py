@@ -40,3 +40,18 @@ def test_zero_strength_augmentation_is_the_identity():
     aug = AffineJitter(degrees=0, translate=0, scale_min=1, scale_max=1, brightness=0,
                        contrast=0)
     assert torch.allclose(aug(x, torch.Generator().manual_seed(0)), x, atol=1e-5)
+
+
+def test_hflip_one_mirrors_every_image_and_zero_leaves_the_stream_alone():
+    x = torch.rand(4, 1, 28, 28)
+    still = dict(degrees=0, translate=0, scale_min=1, scale_max=1, brightness=0, contrast=0)
+    mirrored = AffineJitter(**still, hflip=1.0)(x, torch.Generator().manual_seed(0))
+    assert torch.allclose(mirrored, x.flip(-1), atol=1e-5)
+    # hflip = 0 draws nothing extra (six uniforms per image), so results from before the
+    # option existed are unchanged
+    g = torch.Generator().manual_seed(3)
+    AffineJitter(hflip=0.0)(x, g)
+    expected = torch.Generator().manual_seed(3)
+    for _ in range(6):
+        torch.rand(4, generator=expected)
+    assert torch.equal(torch.rand(3, generator=g), torch.rand(3, generator=expected))

@@ -115,3 +115,39 @@ def test_classifier_objectives_record_their_prior_and_differ(project, tracking_u
     assert runs[2].data.tags["classifier_prior_source"] == "oracle"
     weights = list(heads.values())
     assert all(not torch.equal(weights[0], w) for w in weights[1:])
+
+
+def test_finished_pretraining_is_reused_by_fingerprint(project, tracking_uri):
+    """With paths.pretrain_cache on, a second run with the same fingerprint copies the
+    cached encoder (same bytes, says so, logs the same curve); another epoch count trains."""
+    import yaml
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["paths"]["pretrain_cache"] = "data/cache/pretrain"
+    params["pretrain"]["epochs"] = 1
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for name in ("build_split", "estimate_prior", "pretrain"):
+        stage(project, name)
+    out = project / "data/pretrain"
+    first = {n: (out / n).read_bytes() for n in ("model.pt", "history.csv", "checkpoint.pt")}
+    entries = list((project / "data/cache/pretrain").iterdir())
+    assert len(entries) == 1 and not entries[0].name.startswith(".")
+    for name in first:
+        (out / name).unlink()
+    again = stage(project, "pretrain")
+    assert "reusing the finished pretraining" in again.stderr
+    assert {n: (out / n).read_bytes() for n in first} == first
+
+    client = MlflowClient(tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("pucl").experiment_id],
+                              "tags.stage = 'pretrain'", order_by=["attributes.start_time ASC"])
+    assert "pretrain_reused" not in runs[0].data.tags
+    assert runs[1].data.tags["pretrain_reused"] == str(entries[0])
+    history = client.get_metric_history(runs[1].info.run_id, "loss")
+    assert [m.step for m in history] == [1]
+
+    params["pretrain"]["epochs"] = 2
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    trained = stage(project, "pretrain")
+    assert "reusing" not in trained.stderr
+    assert len(list((project / "data/cache/pretrain").iterdir())) == 2

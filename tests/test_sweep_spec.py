@@ -33,8 +33,27 @@ def test_expand_uses_full_keys_when_short_names_collide():
     assert expand(spec)[0].name == "prior.method=km2,pupl.method=x,s0"
 
 
+def test_variants_cross_the_grid_and_override_set():
+    spec = parse_sweep({"name": "s", "seeds": [0, 1],
+                        "set": {"pretrain.loss": "sscl", "classifier.epochs": 5},
+                        "grid": {"split.n_p": [100, 200]},
+                        "variants": {"a": {"pretrain.loss": "pucl"},
+                                     "b": {"pretrain.loss": "punce",
+                                           "classifier.objective": "nnpu"}}})
+    points = expand(spec)
+    assert len(points) == 2 * 2 * 2
+    assert points[0].name == "variant=a,n_p=100,s0"
+    by_name = {p.name: p.overrides for p in points}
+    assert by_name["variant=b,n_p=200,s1"] == {
+        "pretrain.loss": "punce", "classifier.epochs": 5, "classifier.objective": "nnpu",
+        "split.n_p": 200, "base.seed": 1}
+    assert "classifier.objective" not in by_name["variant=a,n_p=200,s1"]
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"seeds": [0]}, "'name'"),
+    ({"name": "s", "variants": {"a b": {}}}, "variant names"),
+    ({"name": "s", "variants": {"a": {"base.seed": 3}}}, "dotted params other than"),
     ({"name": "a b"}, "letters, digits"),
     ({"name": "s", "seeds": []}, "'seeds'"),
     ({"name": "s", "seeds": [1, 1]}, "distinct"),
@@ -104,3 +123,23 @@ def test_grouped_comparison_is_mean_and_population_std():
 
 def test_empty_comparison_has_no_rows():
     assert comparison_table(pd.DataFrame(columns=["run", "gamma", "accuracy"])).empty
+
+
+def test_bench_table_prints_percent_beside_the_paper():
+    from pucl.reporting import bench_table
+
+    frame = pd.DataFrame({"run": list("abcd"), "run_id": list("abcd"),
+                          "variant": ["x", "x", "y", "y"], "base.seed": [0, 1, 0, 1],
+                          "gamma": 0.1, "accuracy": [0.90, 0.92, 0.80, 0.80],
+                          "prior_abs_error": [0.01, 0.03, 0.0, 0.0]})
+    table = bench_table(comparison_table(frame, ["variant"]), {"x": 91.8})
+    assert table.to_dict("records") == [
+        {"variant": "x", "accuracy %": "91.0 +- 1.0", "paper %": "91.8",
+         "ours - paper": "-0.8", "|prior error|": "0.0200", "n": 2},
+        {"variant": "y", "accuracy %": "80.0 +- 0.0", "paper %": "-", "ours - paper": "-",
+         "|prior error|": "0.0000", "n": 2}]
+
+
+def test_reference_must_name_a_variant():
+    with pytest.raises(ParamsError, match="unknown variants"):
+        parse_sweep({"name": "s", "variants": {"a": {}}, "reference": {"b": 90.0}})

@@ -323,11 +323,27 @@ def sweep(
     """Run every point of a parameter x seed grid as its own pipeline, then compare them."""
     from pucl.sweep import load_sweep
 
+    try:
+        spec = load_sweep(grid)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    result = _run_sweep(spec, workers, runner, address, _split_list(by))
+    if result["comparison"]:
+        import pandas as pd
+
+        from pucl.reporting import with_std
+
+        table = pd.read_csv(result["comparison"])
+        out.print(_frame_table(with_std(table), f"sweep {spec.name}"))
+        out.print(f"comparison: {Path(result['comparison']).parent}")
+
+
+def _run_sweep(spec, workers: int, runner: str, address: str | None, by: list[str]) -> dict:
+    """Validate every point, then run the sweep flow (shared by sweep and bench)."""
     if runner not in RUNNERS:
         _fail(f"invalid --runner {runner!r} (allowed: {', '.join(RUNNERS)})")
     root = _project()
     try:
-        spec = load_sweep(grid)
         from flows.sweep import validate_points
 
         points = validate_points(spec, root)
@@ -348,16 +364,79 @@ def sweep(
     task_runner = _task_runner(runner, workers, address)
     err.print(f"pucl: sweep {spec.name}: {len(points)} points, runner "
               f"{'dask@' + address if address else runner}, {workers} worker(s)")
-    result = _run_flow(lambda: sweep_flow.with_options(task_runner=task_runner)(
-        spec=spec.model_dump(), project=str(root), by=_split_list(by)))
+    return _run_flow(lambda: sweep_flow.with_options(task_runner=task_runner)(
+        spec=spec.model_dump(), project=str(root), by=by))
+
+
+PRESETS = Path("params") / "presets"
+
+
+@app.command()
+def bench(
+    preset: Annotated[str | None, typer.Argument(
+        help="preset name (params/presets/NAME.yaml) or a sweep file path")] = None,
+    seeds: Annotated[str | None, typer.Option(help="override the preset's seeds, e.g. 0,1")] = None,
+    variants: Annotated[str | None, typer.Option(
+        help="run only these variants, comma-separated")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="points run at once")] = 1,
+    runner: Annotated[str, typer.Option(
+        help="task runner: processes | threads | dask")] = "processes",
+    address: Annotated[str | None, typer.Option(
+        help="scheduler address of an existing Dask cluster")] = None,
+) -> None:
+    """Run a paper protocol (a preset) over its seeds through the sweep flow and print
+    test accuracy as mean +- std per variant beside the paper's number (Table 3 style).
+    Without PRESET: list the presets."""
+    from pucl.reporting import bench_table
+    from pucl.sweep import load_sweep
+
+    root = _project()
+    if preset is None:
+        _list_presets(root / PRESETS)
+        return
+    path = Path(preset) if preset.endswith((".yaml", ".yml")) else root / PRESETS / f"{preset}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (root / PRESETS).glob("*.yaml"))
+        _fail(f"unknown preset {preset!r} (allowed: {', '.join(known) or 'none'}, or a "
+              "sweep file path)")
+    try:
+        spec = load_sweep(path)
+        update: dict = {}
+        if seeds:
+            update["seeds"] = _ints(seeds)
+        if variants:
+            wanted = _split_list(variants)
+            unknown = [v for v in wanted if v not in spec.variants]
+            if unknown:
+                _fail(f"unknown variant {unknown[0]!r} in --variants (allowed: "
+                      f"{', '.join(spec.variants) or 'none'})")
+            update["variants"] = {k: v for k, v in spec.variants.items() if k in wanted}
+            update["reference"] = {k: v for k, v in spec.reference.items() if k in wanted}
+        from pucl.sweep import parse_sweep
+
+        spec = parse_sweep({**spec.model_dump(), **update}, f"preset {preset}")
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    by = ["variant"] if spec.variants else list(spec.grid)
+    result = _run_sweep(spec, workers, runner, address, by)
     if result["comparison"]:
         import pandas as pd
 
-        from pucl.reporting import with_std
-
-        table = pd.read_csv(result["comparison"])
-        out.print(_frame_table(with_std(table), f"sweep {spec.name}"))
+        table = bench_table(pd.read_csv(result["comparison"]), spec.reference)
+        out.print(_frame_table(table, f"{spec.name}: test accuracy (%), mean +- std over "
+                                      f"seeds {', '.join(map(str, spec.seeds))}"))
         out.print(f"comparison: {Path(result['comparison']).parent}")
+
+
+def _list_presets(directory: Path) -> None:
+    table = Table(title=f"presets ({directory})")
+    table.add_column("preset")
+    table.add_column("what")
+    for path in sorted(directory.glob("*.yaml")):
+        first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines()
+                      if line.startswith("#")), "")
+        table.add_row(path.stem, first)
+    out.print(table)
 
 
 def _split_list(text: str | None) -> list[str]:

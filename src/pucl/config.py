@@ -44,6 +44,9 @@ class PathsParams(_Section):
     classifier: str = "data/classifier"
     evaluate: str = "data/evaluate"
     runs: str = Field("data/runs", description="per-run directories of flows and sweeps")
+    # finished pretrainings by fingerprint (params, seed, split, training code): a sweep
+    # whose points differ only downstream trains each encoder once. null: off.
+    pretrain_cache: str | None = "data/cache/pretrain"
 
 
 class TrackingParams(_Section):
@@ -102,6 +105,7 @@ class AugmentParams(_Section):
     scale_max: float = Field(1.1, gt=0.0)
     brightness: float = Field(0.2, ge=0.0, le=1.0)
     contrast: float = Field(0.2, ge=0.0, le=1.0)
+    hflip: float = Field(0.0, ge=0.0, le=1.0, description="probability of a horizontal mirror")
 
 
 class PretrainParams(_Section):

@@ -36,6 +36,8 @@ def runs_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for rec in records:
         row = {"run": rec["name"], "run_id": rec["run_id"]}
+        if rec.get("variant"):  # a sweep variant's name (tag), grouped like a param
+            row["variant"] = rec["variant"]
         row.update({k: _value(v) for k, v in rec.get("params", {}).items()})
         metrics = rec.get("metrics", {})
         row["gamma"] = metrics.get("gamma", np.nan)
@@ -96,6 +98,28 @@ def with_std(table: pd.DataFrame) -> pd.DataFrame:
                         for m, s in zip(out[col], out[f"{col}_std"], strict=True)]
             out = out.drop(columns=f"{col}_std")
     return out
+
+
+def bench_table(grouped: pd.DataFrame, reference: dict[str, float]) -> pd.DataFrame:
+    """A grouped comparison (comparison_table with `by`) as the paper prints it: test
+    accuracy in percent, mean +- population std, beside the published number and the
+    difference (ours - paper) when the preset gives one for that variant."""
+    keys = [c for c in grouped.columns
+            if c not in {"n", "gamma", "gamma_std"} and c not in KEY_METRICS
+            and not c.endswith("_std")]
+    rows = []
+    for rec in grouped.to_dict("records"):
+        mean, std = 100 * rec["accuracy"], 100 * rec.get("accuracy_std", np.nan)
+        row = {k: rec[k] for k in keys}
+        row["accuracy %"] = f"{mean:.1f} +- {std:.1f}"
+        paper = reference.get(str(rec.get("variant")))
+        row["paper %"] = f"{paper:.1f}" if paper is not None else "-"
+        row["ours - paper"] = f"{mean - paper:+.1f}" if paper is not None else "-"
+        if "prior_abs_error" in rec:
+            row["|prior error|"] = format_cell(rec["prior_abs_error"])
+        row["n"] = int(rec["n"])
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def format_cell(value: Any) -> str:

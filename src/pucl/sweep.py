@@ -9,6 +9,12 @@ A sweep file (YAML):
       split.n_p: [250, 1000]
     set:                         # fixed overrides of every point
       pretrain.epochs: 20
+    variants:                    # optional named settings, each crossed with the grid
+      pucl_nnpu: {pretrain.loss: pucl, classifier.objective: nnpu}
+      punce_pupl: {pretrain.loss: punce}
+
+Variants cover comparisons that are not a cartesian product (method A with its own
+options against method B with others). Point names then start with `variant=<name>`.
 """
 
 from __future__ import annotations
@@ -19,7 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pucl.errors import ParamsError
 
@@ -33,6 +46,9 @@ class SweepSpec(BaseModel):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     set: dict[str, Any] = Field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # published numbers to print beside the results (pucl bench), per variant name
+    reference: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -60,12 +76,34 @@ class SweepSpec(BaseModel):
                 raise ValueError(f"{key!r} has no values")
         return v
 
+    @field_validator("variants")
+    @classmethod
+    def _variants(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, overrides in v.items():
+            if not _NAME.match(name):
+                raise ValueError(f"variant names use letters, digits, '.', '_' and '-' "
+                                 f"only, got {name!r}")
+            for key in overrides:
+                if "." not in key or key == "base.seed":
+                    raise ValueError(f"variant {name!r}: keys are dotted params other than "
+                                     f"base.seed, got {key!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _reference_names_variants(self) -> SweepSpec:
+        unknown = sorted(set(self.reference) - set(self.variants))
+        if unknown:
+            raise ValueError(f"reference names unknown variants {unknown} (variants: "
+                             f"{', '.join(self.variants) or 'none'})")
+        return self
+
 
 @dataclass(frozen=True)
 class SweepPoint:
     name: str
     overrides: dict[str, Any]
     seed: int
+    variant: str | None = None
 
 
 def parse_sweep(raw: Any, source: str = "sweep file") -> SweepSpec:
@@ -78,7 +116,7 @@ def parse_sweep(raw: Any, source: str = "sweep file") -> SweepSpec:
         key = ".".join(str(p) for p in error["loc"])
         if error["type"] == "extra_forbidden":
             raise ParamsError(f"{source}: unknown key '{key}' (allowed: name, seeds, grid, "
-                              "set)") from None
+                              "set, variants, reference)") from None
         raise ParamsError(f"{source}: invalid '{key}' = {error.get('input')!r}: "
                           f"{error['msg']}") from None
 
@@ -99,11 +137,16 @@ def expand(spec: SweepSpec) -> list[SweepPoint]:
     keys = list(spec.grid)
     short = [k.rsplit(".", 1)[-1] for k in keys]
     labels = short if len(set(short)) == len(short) else keys
+    variants = list(spec.variants.items()) or [(None, {})]
     points = []
-    for combo in itertools.product(*(spec.grid[k] for k in keys)):
-        for seed in spec.seeds:
-            parts = [f"{label}={_label(v)}" for label, v in zip(labels, combo, strict=True)]
-            name = ",".join([*parts, f"s{seed}"])
-            overrides = {**spec.set, **dict(zip(keys, combo, strict=True)), "base.seed": seed}
-            points.append(SweepPoint(name, overrides, seed))
+    for variant, settings in variants:
+        for combo in itertools.product(*(spec.grid[k] for k in keys)):
+            for seed in spec.seeds:
+                parts = [f"{label}={_label(v)}" for label, v in zip(labels, combo, strict=True)]
+                if variant is not None:
+                    parts.insert(0, f"variant={variant}")
+                name = ",".join([*parts, f"s{seed}"])
+                overrides = {**spec.set, **settings, **dict(zip(keys, combo, strict=True)),
+                             "base.seed": seed}
+                points.append(SweepPoint(name, overrides, seed, variant))
     return points
