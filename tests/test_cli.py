@@ -89,7 +89,7 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["bench", "no-such-preset"], "unknown preset 'no-such-preset' (allowed: fmnist-i-1k"),
+    (["bench", "no-such-preset"], "unknown preset 'no-such-preset' (allowed: cifar-i-1k"),
     (["bench", "fmnist-i-1k", "--variants", "pucl_pupl,zz"], "unknown variant 'zz'"),
     (["bench", "fmnist-i-1k", "--seeds", "0,x"], "comma-separated integers"),
 ])
@@ -115,4 +115,4 @@ def test_every_preset_is_a_valid_sweep_of_valid_params():
         assert spec.reference and set(spec.reference) <= set(spec.variants)
         for point in expand(spec):
             params = resolve_params(ROOT, point.overrides)
-            assert params.data.dataset == "fmnist" and params.base.seed == point.seed
+            assert params.data.dataset in ("fmnist", "cifar10") and params.base.seed == point.seed

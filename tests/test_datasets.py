@@ -104,3 +104,82 @@ def test_task_relabelling(task, positive, prior):
     assert {int(c) for c in labels[binary == 1]} == positive
     assert binary.mean() == pytest.approx(prior)
     assert get_task(task).keep(labels).all()
+
+
+def _images(n, channels, side, seed):
+    return np.random.default_rng(seed).integers(0, 256, (n, channels, side, side),
+                                                dtype=np.uint8)
+
+
+def test_cifar10_reads_pickled_batches(tmp_path):
+    """CIFAR's python format: each row is the red, then green, then blue 32x32 plane."""
+    import pickle
+
+    base = tmp_path / "cifar-10-batches-py"
+    base.mkdir()
+    images = {}
+    for i, name in enumerate([f"data_batch_{k}" for k in range(1, 6)] + ["test_batch"]):
+        x = _images(3, 3, 32, seed=i)
+        images[name] = x
+        rows = np.stack([np.concatenate([x[j, c].ravel() for c in range(3)]) for j in range(3)])
+        with open(base / name, "wb") as fh:
+            pickle.dump({b"data": rows, b"labels": [i, (i + 1) % 10, 9]}, fh, protocol=2)
+    data = load_dataset("cifar10", root=str(tmp_path))
+    assert data.x_train.shape == (15, 3, 32, 32) and data.x_test.shape == (3, 3, 32, 32)
+    np.testing.assert_array_equal(data.x_train[3:6], images["data_batch_2"])
+    np.testing.assert_array_equal(data.x_test, images["test_batch"])
+    assert list(data.y_train[:3]) == [0, 1, 9] and list(data.y_test) == [5, 6, 9]
+
+
+def test_stl10_reads_column_major_binaries(tmp_path):
+    base = tmp_path / "stl10_binary"
+    base.mkdir()
+    truth = {}
+    for i, split in enumerate(("train", "test")):
+        x = _images(2, 3, 96, seed=10 + i)
+        truth[split] = x
+        # the binary holds each channel column by column (Fortran order)
+        (base / f"{split}_X.bin").write_bytes(x.transpose(0, 1, 3, 2).tobytes())
+        (base / f"{split}_y.bin").write_bytes(bytes([1, 10]))
+    data = load_dataset("stl10", root=str(tmp_path))
+    np.testing.assert_array_equal(data.x_train, truth["train"])
+    np.testing.assert_array_equal(data.x_test, truth["test"])
+    assert list(data.y_train) == [0, 9]
+
+
+def test_svhn_reads_mat_files_and_maps_label_10_to_digit_0(tmp_path):
+    from scipy.io import savemat
+
+    truth = {}
+    for i, split in enumerate(("train", "test")):
+        x = _images(4, 3, 32, seed=20 + i)
+        truth[split] = x
+        savemat(tmp_path / f"{split}_32x32.mat",
+                {"X": x.transpose(2, 3, 1, 0), "y": np.array([[10], [1], [2], [10]])})
+    data = load_dataset("svhn", root=str(tmp_path))
+    np.testing.assert_array_equal(data.x_train, truth["train"])
+    np.testing.assert_array_equal(data.x_test, truth["test"])
+    assert list(data.y_train) == [0, 1, 2, 0]
+
+
+@pytest.mark.parametrize("dataset, expected", [
+    ("cifar10", "cifar-10-batches-py/data_batch_1"), ("stl10", "stl10_binary/train_X.bin"),
+    ("svhn", "train_32x32.mat")])
+def test_missing_natural_image_files_are_named(tmp_path, dataset, expected):
+    with pytest.raises(DataError, match="missing") as err:
+        load_dataset(dataset, root=str(tmp_path))
+    assert str(tmp_path / expected) in str(err.value)
+
+
+@pytest.mark.parametrize("task, positive, negative", [
+    ("cifar-i", {0, 1, 8, 9}, None), ("cifar-ii", {2, 3, 4, 5, 6, 7}, None),
+    ("cifar-iii", {0, 1, 8, 9}, None), ("cifar-0", {5}, {3}), ("cifar-hard", {0, 3}, {2, 5}),
+    ("cifar-medium", {0, 3, 5}, {2}), ("cifar-easy", {0, 2}, {3, 5}),
+    ("stl-i", {0, 2, 3, 8, 9}, None), ("stl-ii", {1, 4, 5, 6, 7}, None),
+    ("stl-iii", {0, 2, 8, 9}, {1, 3, 4, 5, 6, 7}), ("svhn-i", {0, 2, 4, 6, 8}, None)])
+def test_natural_image_tasks(task, positive, negative):
+    labels = np.repeat(np.arange(10), 3)
+    t = get_task(task)
+    kept = labels[t.keep(labels)]
+    assert set(kept.tolist()) == (set(range(10)) if negative is None else positive | negative)
+    assert {int(c) for c in kept[t.binarize(kept) == 1]} == positive

@@ -10,18 +10,33 @@ from pucl.errors import ParamsError
 from pucl.models import ContrastiveModel, make_encoder
 
 
-@pytest.mark.parametrize("name, shape", [("lenet5", (1, 28, 28)), ("lenet5", (3, 32, 32)),
-                                         ("mlp", (1, 28, 28)), ("mlp", (20,))])
-def test_encoders_fit_their_inputs(name, shape):
+@pytest.mark.parametrize("name, shape, feature_dim", [
+    ("lenet5", (1, 28, 28), 84), ("lenet5", (3, 32, 32), 84), ("cnn7", (3, 32, 32), 192),
+    ("cnn7", (3, 96, 96), 192), ("resnet18", (3, 32, 32), 512), ("resnet18", (1, 28, 28), 512),
+    ("mlp", (1, 28, 28), 256), ("mlp", (20,), 256)])
+def test_encoders_fit_their_inputs(name, shape, feature_dim):
     model = ContrastiveModel(name, shape, proj_hidden=32, proj_dim=16)
-    out = model(torch.randn(4, *shape))
-    assert out.shape == (4, 16)
+    x = torch.randn(4, *shape)
+    assert model(x).shape == (4, 16)
+    assert model.encoder(x).shape == (4, feature_dim) == (4, model.encoder.out_dim)
+
+
+def test_cnn7_has_seven_convolutions_and_resnet18_keeps_cifar_resolution():
+    cnn = make_encoder("cnn7", (3, 32, 32))
+    assert sum(isinstance(m, torch.nn.Conv2d) for m in cnn.modules()) == 7
+    resnet = make_encoder("resnet18", (3, 32, 32))
+    stem = resnet.net.conv1
+    assert stem.kernel_size == (3, 3) and stem.stride == (1, 1)
+    assert isinstance(resnet.net.maxpool, torch.nn.Identity)
+    # the CIFAR stem leaves 4x4 maps before the pooling (32 / 8), not 1x1
+    trunk = torch.nn.Sequential(*list(resnet.net.children())[:-2])
+    assert trunk(torch.randn(2, 3, 32, 32)).shape[-2:] == (4, 4)
 
 
 def test_lenet_refuses_tiny_images():
     with pytest.raises(ParamsError, match="at least 20x20"):
         make_encoder("lenet5", (1, 8, 8))
-    with pytest.raises(ParamsError, match="allowed: lenet5, mlp"):
+    with pytest.raises(ParamsError, match="allowed: cnn7, lenet5, mlp, resnet18"):
         make_encoder("vgg", (1, 28, 28))
 
 

@@ -109,7 +109,7 @@ class AugmentParams(_Section):
 
 
 class PretrainParams(_Section):
-    encoder: Literal["lenet5", "mlp"] = "lenet5"
+    encoder: Literal["lenet5", "cnn7", "resnet18", "mlp"] = "lenet5"
     loss: Literal["sscl", "scl_pu", "mcl", "pucl", "punce", "dcl", "balanced",
                   "balanced_pucl"] = "pucl"
     temperature: float = Field(0.5, gt=0.0)

@@ -31,6 +31,17 @@ TASKS: dict[str, Task] = {
         Task("mnist-i", (0, 2, 4, 6, 8)),
         Task("fmnist-i", (1, 4, 7)),  # trouser, coat, sneaker: prior 0.3
         Task("fmnist-ii", (0, 2, 3, 5, 6, 8, 9)),  # prior 0.7
+        Task("cifar-i", (0, 1, 8, 9)),  # vehicles: prior 0.4
+        Task("cifar-ii", (2, 3, 4, 5, 6, 7)),  # animals: prior 0.6
+        Task("cifar-iii", (0, 1, 8, 9)),  # CIFAR-I's classes, Table 4's protocol
+        Task("cifar-0", (5,), (3,)),  # dog vs cat
+        Task("cifar-hard", (0, 3), (2, 5)),  # airplane, cat vs bird, dog
+        Task("cifar-medium", (0, 3, 5), (2,)),
+        Task("cifar-easy", (0, 2), (3, 5)),
+        Task("stl-i", (0, 2, 3, 8, 9)),
+        Task("stl-ii", (1, 4, 5, 6, 7)),
+        Task("stl-iii", (0, 2, 8, 9), (1, 3, 4, 5, 6, 7)),
+        Task("svhn-i", (0, 2, 4, 6, 8)),  # even digits
     ]
 }
 

@@ -53,6 +53,55 @@ class MLPEncoder(nn.Module):
         return self.net(x)
 
 
+def _conv_bn(c_in: int, c_out: int, kernel: int = 3, stride: int = 1) -> list[nn.Module]:
+    return [nn.Conv2d(c_in, c_out, kernel, stride, kernel // 2, bias=False),
+            nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)]
+
+
+class CNN7(nn.Module):
+    """The all-convolutional network of the PU literature (Kiryo et al. 2017; Chen et al.
+    2020a) cut to its seven convolutions: 3x3 x 96 (x2), 3x3 x 96 stride 2, 3x3 x 192 (x2),
+    3x3 x 192 stride 2, 1x1 x 192, each with BN + ReLU, then global average pooling:
+    192-d features for any image size of at least 8x8."""
+
+    def __init__(self, in_shape: tuple[int, int, int]):
+        super().__init__()
+        c, h, w = in_shape
+        if h < 8 or w < 8:
+            raise ParamsError(f"encoder cnn7 needs images of at least 8x8, got {h}x{w}")
+        self.net = nn.Sequential(
+            *_conv_bn(c, 96), *_conv_bn(96, 96), *_conv_bn(96, 96, stride=2),
+            *_conv_bn(96, 192), *_conv_bn(192, 192), *_conv_bn(192, 192, stride=2),
+            *_conv_bn(192, 192, kernel=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        )
+        self.out_dim = 192
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class ResNet18(nn.Module):
+    """torchvision's ResNet-18 with the CIFAR stem (3x3 stride-1 first convolution, no
+    max-pool), so 32x32 images keep their resolution; 512-d features."""
+
+    def __init__(self, in_shape: tuple[int, int, int]):
+        super().__init__()
+        from torchvision.models import resnet18
+
+        c, h, w = in_shape
+        if h < 8 or w < 8:
+            raise ParamsError(f"encoder resnet18 needs images of at least 8x8, got {h}x{w}")
+        net = resnet18(weights=None)
+        net.conv1 = nn.Conv2d(c, 64, 3, 1, 1, bias=False)
+        net.maxpool = nn.Identity()
+        net.fc = nn.Identity()
+        self.net = net
+        self.out_dim = 512
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
 class ProjectionHead(nn.Module):
     """Two linear layers with BN + ReLU between them (paper 000, section 9)."""
 
@@ -67,7 +116,7 @@ class ProjectionHead(nn.Module):
         return self.net(h)
 
 
-ENCODERS = {"lenet5": LeNet5, "mlp": MLPEncoder}
+ENCODERS = {"lenet5": LeNet5, "cnn7": CNN7, "resnet18": ResNet18, "mlp": MLPEncoder}
 
 
 def make_encoder(name: str, in_shape: tuple[int, ...]) -> nn.Module:
