@@ -128,7 +128,9 @@ def store_in_cache(ctx: StageContext, entry: Path | None) -> None:
             shutil.copyfile(ctx.path("pretrain", name), staging / name)
         os.replace(staging, entry)  # complete or absent, never half-written
     except OSError as exc:
-        print(f"pucl pretrain: warning: not cached in {entry.parent} ({exc})", file=sys.stderr)
+        if not entry.exists():  # a parallel run filling the same entry first is fine
+            print(f"pucl pretrain: warning: not cached in {entry.parent} ({exc})",
+                  file=sys.stderr)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
