@@ -65,7 +65,7 @@ class StageContext:
         check_task(p.data.dataset, p.data.task)
         return load_dataset(p.data.dataset, root=str(self.root / p.paths.data_root),
                             test_fraction=p.data.test_fraction, seed=p.data.seed,
-                            download=p.data.download)
+                            download=p.data.download, path=data_path(p, self.root))
 
     def task(self):
         return get_task(self.params.data.task)
@@ -99,6 +99,9 @@ class StageContext:
             return choice, "given"
         report = self.read_json("prior", "prior.json")
         if choice == "oracle":
+            if report.get("prior_true") is None:
+                raise ParamsError("prior 'oracle' needs the true labels of U, which this "
+                                  "data does not have (allowed here: estimate or a number)")
             return float(report["prior_true"]), "oracle"
         return float(report["prior"]), "oracle" if report.get("oracle") else report["method"]
 
@@ -113,13 +116,20 @@ class StageContext:
             raise DataError(f"input {path} is not valid JSON: {exc}") from None
 
 
+def data_path(params: Params, root: Path) -> str | None:
+    """data.path (bring-your-own file or folder) resolved against the project root."""
+    return str(root / params.data.path) if params.data.path else None
+
+
 @functools.lru_cache(maxsize=8)
 def _training_labels(dataset: str, data_root: str, test_fraction: float, seed: int,
-                     download: bool) -> tuple[np.ndarray, tuple[int, ...]]:
-    """Labels and image shape of the training data (cached: a sweep checks every point)."""
+                     download: bool, path: str | None
+                     ) -> tuple[np.ndarray, tuple[int, ...], np.ndarray | None]:
+    """Labels, input shape and given PU labels of the training data (cached: a sweep
+    checks every point)."""
     data = load_dataset(dataset, root=data_root, test_fraction=test_fraction, seed=seed,
-                        download=download)
-    return data.y_train, tuple(data.image_shape)
+                        download=download, path=path)
+    return data.y_train, tuple(data.image_shape), data.pu_train
 
 
 @functools.lru_cache(maxsize=8)
@@ -144,21 +154,25 @@ def check_inputs(params: Params, root: Path) -> None:
     check, run, sweep): the data loads, n_p fits the task's positives, the encoder fits
     the image shape."""
     check_task(params.data.dataset, params.data.task)
-    y_train, shape = _training_labels(params.data.dataset,
-                                      str(root / params.paths.data_root),
-                                      params.data.test_fraction, params.data.seed,
-                                      params.data.download)
+    y_train, shape, given_pu = _training_labels(
+        params.data.dataset, str(root / params.paths.data_root), params.data.test_fraction,
+        params.data.seed, params.data.download, data_path(params, root))
     task = get_task(params.data.task)
     kept = y_train[task.keep(y_train)]
     positives = int(task.binarize(kept).sum())
-    if positives == 0:
+    if given_pu is not None:  # bring your own: the file's PU labels replace split.n_p
+        if params.split.prior is not None:
+            raise ParamsError(f"split.prior = {params.split.prior} needs true labels for "
+                              f"every row; dataset '{params.data.dataset}' gives its own PU "
+                              "split (allowed: null)")
+    elif positives == 0:
         raise DataError(f"the {params.data.dataset} training data holds no positive of task "
                         f"{params.data.task}: nothing can be labelled")
-    if params.split.n_p > positives:
+    elif params.split.n_p > positives:
         raise ParamsError(f"split.n_p = {params.split.n_p} exceeds the {positives} positives "
                           f"of task {params.data.task} in the {params.data.dataset} training "
                           f"data (allowed: 1 to {positives})")
-    if params.split.scenario == "single_dataset" and params.split.n_p >= len(kept):
+    elif params.split.scenario == "single_dataset" and params.split.n_p >= len(kept):
         raise DataError(f"split.n_p = {params.split.n_p} labels every training row: with "
                         "scenario single_dataset the unlabeled set U would be empty")
     p = params.pretrain

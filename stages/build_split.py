@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from pucl.data.registry import dataset_spec
-from pucl.data.split import make_pu_split
+from pucl.data.split import given_pu_split, make_pu_split
+from pucl.errors import ParamsError
 from pucl.validation import suites
 from stages._common import StageContext, main_for, write_json, write_table
 
@@ -29,9 +30,16 @@ def run(ctx: StageContext) -> dict:
 
     keep_train = np.flatnonzero(task.keep(data.y_train))
     labels = data.y_train[keep_train]
-    split = make_pu_split(labels, task.positive, p.split.n_p, p.split.scenario, rng,
-                          prior=p.split.prior)
-    y = task.binarize(labels)
+    if data.pu_train is not None:  # bring your own: the file names its labelled positives
+        if p.split.prior is not None:
+            raise ParamsError(f"split.prior = {p.split.prior} needs the true label of every "
+                              f"training row; dataset '{p.data.dataset}' gives its own PU "
+                              "split (allowed: null)")
+        split = given_pu_split(data.pu_train[keep_train], p.split.scenario)
+    else:
+        split = make_pu_split(labels, task.positive, p.split.n_p, p.split.scenario, rng,
+                              prior=p.split.prior)
+    y = np.where(labels < 0, -1, task.binarize(labels))  # -1: label unknown
     used = split.used
     train = pd.DataFrame({
         "index": keep_train[used], "split": "train",
@@ -55,7 +63,7 @@ def run(ctx: StageContext) -> dict:
     }
     ctx.validate(lambda: suites.pu_split(
         manifest, summary, data.x_train[train["index"].to_numpy()],
-        data.x_test[test["index"].to_numpy()], p.split.n_p, p.split.prior,
+        data.x_test[test["index"].to_numpy()], int(split.labeled.sum()), p.split.prior,
         p.validation.prior_tolerance))
     write_table(ctx.path("split", "manifest.parquet"), manifest)
     write_json(ctx.path("split", "summary.json"), summary)

@@ -11,7 +11,8 @@ import time
 
 import numpy as np
 
-from pucl.errors import ParamsError
+from pucl.data.registry import unit_scale
+from pucl.errors import DataError, ParamsError
 from pucl.prior import estimate_prior, prepare_features
 from stages._common import StageContext, main_for, write_json
 
@@ -22,7 +23,10 @@ def run(ctx: StageContext) -> dict:
     p = ctx.params.prior
     manifest = ctx.manifest()
     train = manifest[manifest["split"] == "train"]
-    prior_true = float(train.loc[train["in_u"], "y"].mean())
+    y_u = train.loc[train["in_u"], "y"]
+    # The true prior of U, for reporting only; unknown (None) when a row of U has no label
+    # (real PU data): the labelled positives alone would bias it.
+    prior_true = float(y_u.mean()) if (y_u >= 0).all() else None
     report: dict = {"method": p.method, "prior_true": prior_true, "km1": None, "km2": None,
                     "oracle": p.method == "oracle"}
     start = time.perf_counter()
@@ -32,7 +36,7 @@ def run(ctx: StageContext) -> dict:
         mixture = x[train.loc[train["in_u"], "index"].to_numpy()]
         component = x[train.loc[train["pu"] == 1, "index"].to_numpy()]
         rng = np.random.default_rng(ctx.params.base.seed)
-        mix, comp = prepare_features(mixture / 255.0, component / 255.0, p.pca_dim,
+        mix, comp = prepare_features(unit_scale(mixture), unit_scale(component), p.pca_dim,
                                      p.max_per_side, rng)
         est = estimate_prior(mix, comp, p.bandwidth_multipliers, p.lambda_max, p.epsilon,
                              refine_bandwidth=p.refine_bandwidth)
@@ -43,9 +47,12 @@ def run(ctx: StageContext) -> dict:
             raise ParamsError("prior.method = 'given' needs prior.value in (0, 1)")
         used = p.value
     else:
+        if prior_true is None:
+            raise DataError("prior.method = 'oracle' needs the true labels of U, which this "
+                            "data does not have (allowed here: km2, km1, given)")
         used = prior_true
     report["prior"] = float(used)
-    report["abs_error"] = abs(float(used) - prior_true)
+    report["abs_error"] = abs(float(used) - prior_true) if prior_true is not None else None
     report["seconds"] = time.perf_counter() - start
     write_json(ctx.path("prior", "prior.json"), report)
     ctx.run.log_artifact(ctx.path("prior", "prior.json"))

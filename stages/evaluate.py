@@ -18,6 +18,7 @@ from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.manifold import TSNE  # noqa: E402
 
 from pucl.classify import PUClassifier  # noqa: E402
+from pucl.data.registry import unit_scale  # noqa: E402
 from pucl.errors import DataError  # noqa: E402
 from pucl.features import embed  # noqa: E402
 from pucl.metrics import classification_metrics, knn_accuracy, roc_points  # noqa: E402
@@ -81,17 +82,22 @@ def run(ctx: StageContext) -> dict:
     pseudo = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
     pupl = ctx.read_json("pupl", "summary.json")
     joined = train.merge(pseudo, on="index", how="left", validate="one_to_one")
+    # Diagnostics from true training labels are left out, not made up, when U has rows
+    # of unknown label (real PU data); the kNN probe uses the rows that have one.
+    known = joined["y"].to_numpy() >= 0
     in_u = joined["in_u"].to_numpy()
-    metrics.update({
-        "prior_estimate": prior["prior"],
-        "prior_true": prior["prior_true"],
-        "prior_abs_error": abs(prior["prior"] - prior["prior_true"]),
-        "pseudo_label_accuracy": float(
-            (joined.loc[in_u, "pseudo_label"] == joined.loc[in_u, "y"]).mean()),
-        "knn_accuracy": knn_accuracy(f_train, train["y"].to_numpy(), f_test, y_test, p.knn_k),
-        "kmeans_potential": pupl["potential"],
-        "n_test": len(test),
-    })
+    scored_u = in_u if known[in_u].all() else np.zeros_like(in_u)
+    metrics.update({"prior_estimate": prior["prior"], "kmeans_potential": pupl["potential"],
+                    "n_test": len(test)})
+    if prior.get("prior_true") is not None:
+        metrics.update({"prior_true": prior["prior_true"],
+                        "prior_abs_error": abs(prior["prior"] - prior["prior_true"])})
+    if scored_u.any():
+        metrics["pseudo_label_accuracy"] = float(
+            (joined.loc[scored_u, "pseudo_label"] == joined.loc[scored_u, "y"]).mean())
+    if len(np.unique(train["y"].to_numpy()[known])) == 2:
+        metrics["knn_accuracy"] = knn_accuracy(f_train[known], train["y"].to_numpy()[known],
+                                               f_test, y_test, p.knn_k)
 
     roc = roc_points(y_test, score)
     write_table(ctx.path("evaluate", "roc.csv"), pd.DataFrame(roc))
@@ -114,7 +120,7 @@ def run(ctx: StageContext) -> dict:
     for name in ("metrics.json", "roc.csv", "roc.png", "embedding.png"):
         ctx.run.log_artifact(ctx.path("evaluate", name))
     # The deployable classifier (encoder + head) as an MLflow model with its signature.
-    example = data.x_test[test["index"].to_numpy()[:8]].astype(np.float32) / 255.0
+    example = unit_scale(data.x_test[test["index"].to_numpy()[:8]]).astype(np.float32)
     ctx.run.log_pytorch_model(PUClassifier(model.encoder, head).eval(), "classifier", example)
     return metrics
 

@@ -32,7 +32,7 @@ import pucl.losses.contrastive as contrastive_module  # noqa: E402
 import pucl.losses.core as losses_core  # noqa: E402
 import pucl.models.encoders as encoders_module  # noqa: E402
 import pucl.pretraining as pretraining_module  # noqa: E402
-from pucl.data.augment import AffineJitter  # noqa: E402
+from pucl.data.augment import make_augment  # noqa: E402
 from pucl.losses import PRIOR_LOSSES, make_loss  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
 from pucl.pretraining import EpochStats, PretrainSettings, train_contrastive  # noqa: E402
@@ -178,7 +178,7 @@ def run(ctx: StageContext) -> dict:
     model = build_model(ctx, data.image_shape)
     prior_used, prior_source = loss_prior(ctx)
     loss_fn = make_loss(p.loss, **loss_params(p, prior_used))
-    augment = AffineJitter(**p.augment.model_dump())
+    augment = make_augment(p.augment, data.is_tabular)
     checkpoint = ctx.path("pretrain", "checkpoint.pt")
     fp = fingerprint(ctx, train, prior_used)
     entry = cache_entry(ctx, fp)

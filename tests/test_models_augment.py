@@ -70,3 +70,38 @@ def test_hflip_one_mirrors_every_image_and_zero_leaves_the_stream_alone():
     for _ in range(6):
         torch.rand(4, generator=expected)
     assert torch.equal(torch.rand(3, generator=g), torch.rand(3, generator=expected))
+
+
+def test_feature_noise_scales_with_each_feature_and_masks_to_the_mean():
+    from pucl.data.augment import FeatureNoise
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4000, 3, generator=g) * torch.tensor([0.01, 1.0, 100.0])
+    noisy = FeatureNoise(noise=0.5, drop=0.0)(x, torch.Generator().manual_seed(1))
+    # the added noise has 0.5 of each feature's own spread, whatever its scale
+    ratio = (noisy - x).std(0) / x.std(0)
+    assert torch.allclose(ratio, torch.full((3,), 0.5), atol=0.03), ratio
+    masked = FeatureNoise(noise=0.0, drop=1.0)(x, g)
+    assert torch.allclose(masked, x.mean(0, keepdim=True).expand_as(x))
+    assert torch.equal(FeatureNoise(0.0, 0.0)(x, g), x)
+    half = FeatureNoise(noise=0.0, drop=0.3)(x, g)
+    assert abs((half != x).float().mean().item() - 0.3) < 0.02
+
+
+def test_mlp_standardises_tabular_features_of_any_scale():
+    model = ContrastiveModel("mlp", (5,), 32, 8).train()
+    x = torch.randn(64, 5) * 1000.0 + 50.0
+    first = model.encoder.net[1]  # the input BatchNorm
+    assert isinstance(first, torch.nn.BatchNorm1d)
+    assert torch.allclose(first(x).mean(0), torch.zeros(5), atol=1e-4)
+    assert model(x).shape == (64, 8)
+
+
+def test_make_augment_picks_by_input_kind():
+    from pucl.config import AugmentParams
+    from pucl.data.augment import FeatureNoise, make_augment
+
+    params = AugmentParams(degrees=0.0, hflip=0.5, feature_noise=0.2, feature_drop=0.0)
+    assert make_augment(params, tabular=True) == FeatureNoise(0.2, 0.0)
+    jitter = make_augment(params, tabular=False)
+    assert isinstance(jitter, AffineJitter) and jitter.hflip == 0.5 and jitter.degrees == 0.0

@@ -174,8 +174,8 @@ def ablate(
         metrics, chosen = point["metrics"], point["overrides"]
         rows.append({"loss": chosen["pretrain.loss"], "n_p": chosen["split.n_p"],
                      "seed": chosen["base.seed"], "gamma": point["gamma"],
-                     "knn_accuracy": metrics["knn_accuracy"],
-                     "pseudo_label_accuracy": metrics["pseudo_label_accuracy"],
+                     "knn_accuracy": metrics.get("knn_accuracy"),
+                     "pseudo_label_accuracy": metrics.get("pseudo_label_accuracy"),
                      "accuracy": metrics["accuracy"],
                      "pretrain_seconds": point["pretrain_seconds"]})
     markdown, table = ablation_tables(rows, epochs=epochs)

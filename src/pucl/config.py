@@ -64,6 +64,8 @@ class DataParams(_Section):
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
     seed: int = Field(0, ge=0, description="seed of the train/test split (fixed across runs)")
     download: bool = Field(False, description="let torchvision fetch missing files")
+    path: str | None = Field(None, description="npz file or image folder (datasets npz, "
+                             "folder), relative to the project root")
 
 
 class SplitParams(_Section):
@@ -106,6 +108,10 @@ class AugmentParams(_Section):
     brightness: float = Field(0.2, ge=0.0, le=1.0)
     contrast: float = Field(0.2, ge=0.0, le=1.0)
     hflip: float = Field(0.0, ge=0.0, le=1.0, description="probability of a horizontal mirror")
+    # Tabular features (float [n, d] data, MLP encoder) get these instead of the above.
+    feature_noise: float = Field(0.1, ge=0.0, description="Gaussian noise, in feature stds")
+    feature_drop: float = Field(0.1, ge=0.0, lt=1.0,
+                                description="probability of masking a feature to its mean")
 
 
 class PretrainParams(_Section):

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import torch
 from tqdm.auto import tqdm
 
-from pucl.data.augment import AffineJitter, normalize, to_unit_float
+from pucl.data.augment import AffineJitter, FeatureNoise, normalize, to_unit_float
 from pucl.losses import ContrastiveLoss
 
 
@@ -43,7 +43,7 @@ def train_contrastive(
     loss_fn: ContrastiveLoss,
     images: torch.Tensor,
     is_labeled: torch.Tensor,
-    augment: AffineJitter,
+    augment: AffineJitter | FeatureNoise,
     settings: PretrainSettings,
     generator: torch.Generator,
     device: torch.device,
@@ -51,7 +51,8 @@ def train_contrastive(
     on_epoch: Callable[[EpochStats, dict], None] | None = None,
     progress: bool = True,
 ) -> list[EpochStats]:
-    """images: uint8 [n, c, h, w] (kept in memory); is_labeled: bool [n]."""
+    """images: uint8 [n, c, h, w] or float features [n, d] (kept in memory);
+    is_labeled: bool [n]."""
     n = images.shape[0]
     batch = min(settings.batch_size, n)
     if batch < 2:

@@ -10,7 +10,8 @@ from pucl.data.augment import normalize
 
 
 class PUClassifier(nn.Module):
-    """float32 pixels in [0, 1], shape [n, c, h, w] -> P(y = 1 | x), shape [n]."""
+    """float32 pixels in [0, 1], shape [n, c, h, w] (or raw features [n, d] for tabular
+    data) -> P(y = 1 | x), shape [n]."""
 
     def __init__(self, encoder: nn.Module, head: LinearHead):
         super().__init__()

@@ -62,10 +62,41 @@ class AffineJitter:
         return (out * bright).clamp_(0.0, 1.0)
 
 
-def to_unit_float(x_uint8: torch.Tensor) -> torch.Tensor:
-    return x_uint8.to(torch.float32).div_(255.0)
+@dataclass(frozen=True)
+class FeatureNoise:
+    """Augmentation of tabular rows [b, d]: Gaussian noise scaled by each feature's spread
+    in the batch, and features masked to their batch mean with probability `drop`."""
+
+    noise: float = 0.1
+    drop: float = 0.1
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        std = x.std(dim=0, keepdim=True) if len(x) > 1 else torch.zeros_like(x[:1])
+        out = x + self.noise * std * torch.randn(x.shape, generator=generator, dtype=x.dtype)
+        if self.drop > 0:
+            masked = torch.rand(x.shape, generator=generator) < self.drop
+            out = torch.where(masked, x.mean(dim=0, keepdim=True).expand_as(x), out)
+        return out
+
+
+def make_augment(params, tabular: bool) -> AffineJitter | FeatureNoise:
+    """The augmentation for this kind of input from `pretrain.augment` params."""
+    if tabular:
+        return FeatureNoise(params.feature_noise, params.feature_drop)
+    fields = ("degrees", "translate", "scale_min", "scale_max", "brightness", "contrast",
+              "hflip")
+    return AffineJitter(**{f: getattr(params, f) for f in fields})
+
+
+def to_unit_float(x: torch.Tensor) -> torch.Tensor:
+    """uint8 pixels -> floats in [0, 1]; real-valued features pass through as float32."""
+    if x.dtype == torch.uint8:
+        return x.to(torch.float32).div_(255.0)
+    return x.to(torch.float32)
 
 
 def normalize(x: torch.Tensor) -> torch.Tensor:
-    """Centre pixel values for the encoder ([0, 1] -> [-1, 1])."""
-    return x * 2.0 - 1.0
+    """Centre pixel values for the encoder ([0, 1] -> [-1, 1]). Tabular rows [n, d] pass
+    unchanged: the MLP encoder standardises them with its input BatchNorm."""
+    return x * 2.0 - 1.0 if x.dim() == 4 else x
+

@@ -24,6 +24,13 @@ class ImageData:
     x_test: np.ndarray
     y_test: np.ndarray
     source: str = "embedded"  # where the files were read from
+    # Bring-your-own data gives its labelled positives (bool [n_train]); None: the split
+    # stage draws split.n_p of them. Its unknown training labels are -1.
+    pu_train: np.ndarray | None = None
+
+    @property
+    def is_tabular(self) -> bool:
+        return self.x_train.ndim == 2
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -34,18 +41,23 @@ class ImageData:
 class DatasetSpec:
     loader: Callable[..., ImageData]
     tasks: tuple[str, ...]
-    classes: tuple[int, ...]  # the original class labels (the raw-data contract)
-    image_shape: tuple[int, int, int]
+    # The original class labels and the input shape (the raw-data contract); None for
+    # bring-your-own data, whose labels are binary (-1 unknown) and shape its own.
+    classes: tuple[int, ...] | None
+    image_shape: tuple[int, ...] | None
     needs_root: bool = False  # reads files under paths.data_root (embedded data does not)
+    needs_path: bool = False  # reads the file or folder data.path (bring your own)
 
 
 DATASETS: dict[str, DatasetSpec] = {}
 
 
-def register(name: str, tasks: tuple[str, ...], classes: tuple[int, ...],
-             image_shape: tuple[int, int, int], needs_root: bool = False):
+def register(name: str, tasks: tuple[str, ...], classes: tuple[int, ...] | None,
+             image_shape: tuple[int, ...] | None, needs_root: bool = False,
+             needs_path: bool = False):
     def wrap(loader: Callable[..., ImageData]) -> Callable[..., ImageData]:
-        DATASETS[name] = DatasetSpec(loader, tasks, classes, image_shape, needs_root)
+        DATASETS[name] = DatasetSpec(loader, tasks, classes, image_shape, needs_root,
+                                     needs_path)
         return loader
 
     return wrap
@@ -83,13 +95,22 @@ def check_data_root(name: str, root: str | None) -> None:
                         "paths.data_root)")
 
 
+def unit_scale(x: np.ndarray) -> np.ndarray:
+    """uint8 pixels -> float64 in [0, 1]; real-valued features as float64 (the numpy
+    counterpart of augment.to_unit_float, for KM2 and model examples)."""
+    return x / 255.0 if x.dtype == np.uint8 else x.astype(np.float64)
+
+
 def load_dataset(name: str, **options) -> ImageData:
     if not options.get("download"):
         check_data_root(name, options.get("root"))
     data = dataset_spec(name).loader(**options)
     for part in ("x_train", "x_test"):
         arr = getattr(data, part)
-        if arr.dtype != np.uint8 or arr.ndim != 4:
+        image = arr.dtype == np.uint8 and arr.ndim == 4
+        tabular = arr.dtype == np.float32 and arr.ndim == 2
+        if not (image or tabular):
             raise DataError(f"dataset {name}: {part} is {arr.dtype} {list(arr.shape)}, "
-                            "expected uint8 images [n, channels, height, width]")
+                            "expected uint8 images [n, channels, height, width] or float32 "
+                            "features [n, d]")
     return data

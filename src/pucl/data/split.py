@@ -36,9 +36,28 @@ class PUSplit:
             "n_p": n_p,
             "n_u": n_u,
             "n_train": int(self.used.sum()),
-            "prior_u_true": float(y_binary[self.in_u].mean()) if n_u else float("nan"),
+            # NaN when U holds rows of unknown label (bring-your-own data)
+            "prior_u_true": _known_mean(y_binary[self.in_u]),
             "gamma": n_p / n_u if n_u else float("inf"),
         }
+
+
+def _known_mean(y: np.ndarray) -> float:
+    """The positive fraction, or NaN when any label is unknown (-1): a mean over the known
+    ones only would be biased, since the labelled positives are always known."""
+    return float(y.mean()) if len(y) and (y >= 0).all() else float("nan")
+
+
+def given_pu_split(labeled: np.ndarray, scenario: str) -> PUSplit:
+    """The split of bring-your-own data: its labelled positives as given; U is every other
+    row, plus the labelled ones under case_control."""
+    if scenario not in ("case_control", "single_dataset"):
+        raise ValueError(f"scenario must be case_control or single_dataset, got {scenario!r}")
+    labeled = np.asarray(labeled, dtype=bool)
+    in_u = np.ones_like(labeled) if scenario == "case_control" else ~labeled
+    if not in_u.any():
+        raise DataError("the unlabeled set U is empty")
+    return PUSplit(labeled=labeled, in_u=in_u)
 
 
 def balanced_counts(n: int, classes: np.ndarray, rng: np.random.Generator) -> dict[int, int]:

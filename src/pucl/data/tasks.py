@@ -42,6 +42,7 @@ TASKS: dict[str, Task] = {
         Task("stl-ii", (1, 4, 5, 6, 7)),
         Task("stl-iii", (0, 2, 8, 9), (1, 3, 4, 5, 6, 7)),
         Task("svhn-i", (0, 2, 4, 6, 8)),  # even digits
+        Task("given", (1,)),  # bring-your-own data: the file's binary labels (-1 unknown)
     ]
 }
 

@@ -38,12 +38,14 @@ class LeNet5(nn.Module):
 
 
 class MLPEncoder(nn.Module):
-    """Flatten + two hidden layers; works for any input shape (images or tabular)."""
+    """Flatten + two hidden layers; works for any input shape (images or tabular). The
+    input BatchNorm standardises raw tabular features, whose scales are the user's."""
 
     def __init__(self, in_shape: tuple[int, ...], hidden: int = 512, out_dim: int = 256):
         super().__init__()
         self.net = nn.Sequential(
             nn.Flatten(),
+            nn.BatchNorm1d(math.prod(in_shape)),
             nn.Linear(math.prod(in_shape), hidden), nn.BatchNorm1d(hidden), nn.ReLU(inplace=True),
             nn.Linear(hidden, out_dim), nn.BatchNorm1d(out_dim), nn.ReLU(inplace=True),
         )

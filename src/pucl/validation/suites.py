@@ -33,35 +33,44 @@ def _image_rows(x: np.ndarray, y: np.ndarray, split: str) -> pd.DataFrame:
 
 
 def raw_data(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
-             y_test: np.ndarray, classes: Sequence[int], image_shape: Sequence[int]
-             ) -> SuiteReport:
-    """Loaded images: uint8, the declared shape, values in [0, 255], finite, labels among
-    the task's classes, every class present in training data, row ids unique."""
+             y_test: np.ndarray, classes: Sequence[int] | None,
+             image_shape: Sequence[int] | None) -> SuiteReport:
+    """Loaded data: uint8 images in [0, 255] (or float32 features), the declared shape,
+    finite, labels among the dataset's classes, every class present in training data, row
+    ids unique. Bring-your-own data (classes and shape None) has binary labels with -1 for
+    unknown, at least one positive, and one shape for train and test."""
     frames = {"train": _image_rows(x_train, y_train, "train"),
               "test": _image_rows(x_test, y_test, "test")}
-    shape = "x".join(map(str, image_shape))
+    shape = "x".join(map(str, image_shape if image_shape is not None else x_train.shape[1:]))
+    allowed = sorted(classes) if classes is not None else [-1, 0, 1]
+    required = sorted(classes) if classes is not None else [1]
+    images = x_train.ndim == 4
     checks = []
     for name in frames:
         checks += [
             Check("ExpectTableRowCountToBeBetween", name, {"min_value": 1}, "rows present"),
             Check("ExpectColumnValuesToBeInSet", name, {"column": "dtype",
-                                                        "value_set": ["uint8"]}),
+                                                        "value_set": ["uint8" if images
+                                                                      else "float32"]}),
             Check("ExpectColumnValuesToBeInSet", name, {"column": "shape",
                                                         "value_set": [shape]}),
             Check("ExpectColumnValuesToBeBetween", name, {"column": "non_finite",
                                                           "min_value": 0, "max_value": 0},
                   "NaN/inf pixels"),
-            Check("ExpectColumnValuesToBeBetween", name, {"column": "pixel_min",
-                                                          "min_value": 0}),
-            Check("ExpectColumnValuesToBeBetween", name, {"column": "pixel_max",
-                                                          "max_value": 255}),
             Check("ExpectColumnValuesToBeInSet", name, {"column": "label",
-                                                        "value_set": sorted(classes)},
+                                                        "value_set": allowed},
                   "labels of the dataset's classes"),
             Check("ExpectColumnValuesToBeUnique", name, {"column": "row"}),
         ]
+        if images:
+            checks += [
+                Check("ExpectColumnValuesToBeBetween", name, {"column": "pixel_min",
+                                                              "min_value": 0}),
+                Check("ExpectColumnValuesToBeBetween", name, {"column": "pixel_max",
+                                                              "max_value": 255}),
+            ]
     checks.append(Check("ExpectColumnDistinctValuesToContainSet", "train",
-                        {"column": "label", "value_set": sorted(classes)},
+                        {"column": "label", "value_set": required},
                         "every class present"))
     return run_suite("raw_data", frames, checks)
 
@@ -92,7 +101,8 @@ def pu_split(manifest: pd.DataFrame, summary: dict, train_images: np.ndarray,
             "gamma_reported": float(summary.get("gamma", np.nan)),
             "gamma_from_rows": (int(train["pu"].sum()) / n_u) if n_u else np.inf,
             "prior_u_reported": float(summary.get("prior_u_true", np.nan)),
-            "prior_u_from_rows": float(in_u["y"].mean()) if n_u else np.nan,
+            "prior_u_from_rows": (float(in_u["y"].mean())
+                                  if n_u and (in_u["y"] >= 0).all() else np.nan),
         }]),
     }
     s = frames["summary"].iloc[0]
@@ -109,10 +119,13 @@ def pu_split(manifest: pd.DataFrame, summary: dict, train_images: np.ndarray,
         Check("ExpectColumnValuesToBeBetween", "summary",
               {"column": "gamma_reported", "min_value": s["gamma_from_rows"] - 1e-9,
                "max_value": s["gamma_from_rows"] + 1e-9}, "gamma = n_p / n_u"),
-        Check("ExpectColumnValuesToBeBetween", "summary",
-              {"column": "prior_u_reported", "min_value": s["prior_u_from_rows"] - 1e-9,
-               "max_value": s["prior_u_from_rows"] + 1e-9}, "prior of U as reported"),
     ]
+    if np.isfinite(s["prior_u_from_rows"]):  # unknown when a row of U has no label
+        checks.append(Check("ExpectColumnValuesToBeBetween", "summary",
+                            {"column": "prior_u_reported",
+                             "min_value": s["prior_u_from_rows"] - 1e-9,
+                             "max_value": s["prior_u_from_rows"] + 1e-9},
+                            "prior of U as reported"))
     if requested_prior is not None:
         checks.append(Check("ExpectColumnMeanToBeBetween", "unlabelled",
                             {"column": "y", "min_value": requested_prior - prior_tolerance,
