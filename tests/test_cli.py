@@ -89,7 +89,7 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["bench", "no-such-preset"], "unknown preset 'no-such-preset' (allowed: cifar-i-1k"),
+    (["bench", "no-such-preset"], "unknown preset 'no-such-preset' (allowed: cifar-0, cifar-easy"),
     (["bench", "fmnist-i-1k", "--variants", "pucl_pupl,zz"], "unknown variant 'zz'"),
     (["bench", "fmnist-i-1k", "--seeds", "0,x"], "comma-separated integers"),
 ])
@@ -105,6 +105,7 @@ def test_bench_refuses_bad_presets_in_one_line(project, args, message):
 
 
 def test_every_preset_is_a_valid_sweep_of_valid_params():
+    from pucl.data import DATASETS
     from pucl.sweep import expand, load_sweep
     from stages.runner import resolve_params
 
@@ -112,7 +113,14 @@ def test_every_preset_is_a_valid_sweep_of_valid_params():
     assert presets
     for path in presets:
         spec = load_sweep(path)
-        assert spec.reference and set(spec.reference) <= set(spec.variants)
+        # the figure-only protocols (CIFAR-0 and its hard / medium / easy) have no number
+        assert bool(spec.reference) != path.stem.startswith(("cifar-0", "cifar-hard",
+                                                              "cifar-medium", "cifar-easy"))
+        assert set(spec.reference) <= set(spec.variants)
         for point in expand(spec):
             params = resolve_params(ROOT, point.overrides)
-            assert params.data.dataset in ("fmnist", "cifar10") and params.base.seed == point.seed
+            assert params.data.dataset in ("fmnist", "cifar10", "stl10", "stl10u", "svhn")
+            assert params.base.seed == point.seed
+            assert params.data.task in DATASETS[params.data.dataset].tasks
+            if params.data.dataset == "stl10u":  # U without labels: no oracle anywhere
+                assert "oracle" not in (params.pretrain.prior, params.classifier.prior)

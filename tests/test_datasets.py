@@ -147,6 +147,29 @@ def test_stl10_reads_column_major_binaries(tmp_path):
     assert list(data.y_train) == [0, 9]
 
 
+def test_stl10u_adds_the_unlabeled_split_with_unknown_labels(tmp_path):
+    from pucl.data import get_task
+    from pucl.data.split import make_pu_split
+
+    base = tmp_path / "stl10_binary"
+    base.mkdir()
+    for i, split in enumerate(("train", "test")):
+        x = _images(4, 3, 96, seed=30 + i)
+        (base / f"{split}_X.bin").write_bytes(x.transpose(0, 1, 3, 2).tobytes())
+        (base / f"{split}_y.bin").write_bytes(bytes([1, 3, 2, 10]))
+    unlabeled = _images(5, 3, 96, seed=40)
+    (base / "unlabeled_X.bin").write_bytes(unlabeled.transpose(0, 1, 3, 2).tobytes())
+    data = load_dataset("stl10u", root=str(tmp_path))
+    assert data.x_train.shape == (9, 3, 96, 96)
+    np.testing.assert_array_equal(data.x_train[4:], unlabeled)
+    assert list(data.y_train) == [0, 2, 1, 9, -1, -1, -1, -1, -1]
+    # labelled positives come only from the labelled split; U holds every row
+    task = get_task("stl-i")
+    split = make_pu_split(data.y_train, task.positive, 3, "case_control",
+                          np.random.default_rng(0))
+    assert set(np.flatnonzero(split.labeled)) == {0, 1, 3} and split.in_u.all()
+
+
 def test_svhn_reads_mat_files_and_maps_label_10_to_digit_0(tmp_path):
     from scipy.io import savemat
 

@@ -100,6 +100,26 @@ def load_stl10(root: str | None = None, download: bool = False, **_ignored) -> I
     return ImageData("stl10", x_train, y_train, x_test, y_test, source=str(base))
 
 
+@register("stl10u", tasks=("stl-i", "stl-ii"), classes=(-1, *range(10)),
+          image_shape=(3, 96, 96), needs_root=True)
+def load_stl10_unlabeled(root: str | None = None, download: bool = False, **_ignored
+                         ) -> ImageData:
+    """STL-I / STL-II as in paper 000 Table 3: the labelled positives come from the 5,000
+    labelled training images, and U also holds the 100,000 images of the unlabeled split,
+    whose labels are unknown (-1; its prior is estimated, 0.51 / 0.49 in the paper)."""
+    data = load_stl10(root, download)
+    base = Path(data.source)
+    _require([base / "unlabeled_X.bin"], "stl10u")
+    raw = np.fromfile(base / "unlabeled_X.bin", dtype=np.uint8)
+    if raw.size % (3 * 96 * 96):
+        raise DataError(f"{base / 'unlabeled_X.bin'}: {raw.size} bytes are not a whole number "
+                        "of 3x96x96 images")
+    extra = raw.reshape(-1, 3, 96, 96).transpose(0, 1, 3, 2)
+    return ImageData("stl10u", np.concatenate([data.x_train, extra]),
+                     np.r_[data.y_train, np.full(len(extra), -1, dtype=np.int64)],
+                     data.x_test, data.y_test, source=str(base))
+
+
 def _svhn_part(path: Path) -> tuple[np.ndarray, np.ndarray]:
     from scipy.io import loadmat
 
