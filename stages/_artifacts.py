@@ -35,6 +35,20 @@ def load_model(path: Path) -> ContrastiveModel:
     return model.eval()
 
 
+def load_classifier_model(head_path: Path, model_path: Path) -> ContrastiveModel:
+    """The model whose encoder feeds the classifier: the pretrained one, with the
+    fine-tuned encoder weights when train_classifier fine-tuned it."""
+    model = load_model(model_path)
+    state = _load(head_path, "classifier", "train_classifier").get("encoder_state")
+    if state is not None:
+        try:
+            model.encoder.load_state_dict(state)
+        except Exception as exc:
+            raise DataError(f"the fine-tuned encoder in {head_path} does not match "
+                            f"{model_path}: {exc}") from None
+    return model.eval()
+
+
 def load_head(path: Path) -> LinearHead:
     """The downstream linear classifier."""
     saved = _load(path, "classifier", "train_classifier")

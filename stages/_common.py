@@ -37,7 +37,7 @@ STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
     "estimate_prior": ("data", "prior"),
     "pretrain": ("data", "pretrain"),
     "pupl_label": ("data", "pupl", "validation"),
-    "train_classifier": ("data", "classifier"),
+    "train_classifier": ("data", "classifier", "pretrain.augment"),  # augment: fine-tuning
     "evaluate": ("data", "evaluate", "validation"),
 }
 
@@ -335,8 +335,9 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
                              parent.run_id if parent else None) as mlrun:
             logged = {"base.seed": params.base.seed, "data.dataset": params.data.dataset,
                       "data.task": params.data.task}
-            for section in STAGE_SECTIONS[name]:
-                logged.update(flatten(getattr(params, section), section))
+            for section in STAGE_SECTIONS[name]:  # a section or a dotted sub-section
+                logged.update(flatten(functools.reduce(getattr, section.split("."), params),
+                                      section))
             mlrun.log_params(logged)
             ctx = StageContext(name, params, root, mlrun, progress)
             metrics = run(ctx)

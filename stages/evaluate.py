@@ -24,7 +24,7 @@ from pucl.features import embed  # noqa: E402
 from pucl.metrics import classification_metrics, knn_accuracy, roc_points  # noqa: E402
 from pucl.runtime import resolve_device  # noqa: E402
 from pucl.validation import suites  # noqa: E402
-from stages._artifacts import load_head, load_model  # noqa: E402
+from stages._artifacts import load_classifier_model, load_head, load_model  # noqa: E402
 from stages._common import (
     LABEL_COLUMNS,  # noqa: E402
     StageContext,
@@ -72,10 +72,15 @@ def run(ctx: StageContext) -> dict:
     device = resolve_device(ctx.params.base.device)
     model = load_model(ctx.path("pretrain", "model.pt"))
     head = load_head(ctx.path("classifier", "head.pt"))
-    f_test = embed(model, data.x_test[test["index"].to_numpy()], "encoder", device)
+    classifier_model = load_classifier_model(ctx.path("classifier", "head.pt"),
+                                             ctx.path("pretrain", "model.pt"))
+    x_test = data.x_test[test["index"].to_numpy()]
+    # the kNN diagnostic and the embedding map describe the pretrained representation;
+    # the test scores come from the classifier's own (maybe fine-tuned) encoder
+    f_test = embed(model, x_test, "encoder", device)
     f_train = embed(model, data.x_train[train["index"].to_numpy()], "encoder", device)
     y_test = test["y"].to_numpy().astype(np.int64)
-    score = head.positive_score(f_test)
+    score = head.positive_score(embed(classifier_model, x_test, "encoder", device))
     metrics = classification_metrics(y_test, score)
 
     prior = ctx.read_json("prior", "prior.json")
@@ -121,7 +126,8 @@ def run(ctx: StageContext) -> dict:
         ctx.run.log_artifact(ctx.path("evaluate", name))
     # The deployable classifier (encoder + head) as an MLflow model with its signature.
     example = unit_scale(data.x_test[test["index"].to_numpy()[:8]]).astype(np.float32)
-    ctx.run.log_pytorch_model(PUClassifier(model.encoder, head).eval(), "classifier", example)
+    ctx.run.log_pytorch_model(PUClassifier(classifier_model.encoder, head).eval(), "classifier",
+                              example)
     return metrics
 
 

@@ -2,8 +2,11 @@
 
 `classifier.objective` picks what it learns from: `pupl_ce` (default) cross-entropy on the
 PUPL pseudo-labels; `nnpu` / `upu` the PU risks on labelled positives vs U with the prior
-of `classifier.prior`; `naive_ce` cross-entropy with U as negative. Outputs `head.pt`,
-`history.csv` and `summary.json` (objective, prior used and its source)."""
+of `classifier.prior`; `naive_ce` cross-entropy with U as negative. With
+`classifier.finetune_epochs` > 0 the encoder and the trained head then learn together on
+the same objective (pretraining's augmentations), and `head.pt` also holds the fine-tuned
+encoder. Outputs `head.pt`, `history.csv` (head epochs, then fine-tuning epochs) and
+`summary.json` (objective, prior used and its source, fine-tuning epochs)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pucl.classify import PU_RISKS, LinearSettings, train_linear_head, train_pu_head
+from pucl.classify import (
+    PU_RISKS,
+    FinetuneSettings,
+    LinearSettings,
+    finetune,
+    train_linear_head,
+    train_pu_head,
+)
+from pucl.data.augment import make_augment
 from pucl.errors import DataError
 from pucl.features import embed
 from pucl.runtime import resolve_device, seeded_generator
@@ -36,7 +47,8 @@ def run(ctx: StageContext) -> dict:
     data = ctx.data()
     model = load_model(ctx.path("pretrain", "model.pt"))
     device = resolve_device(ctx.params.base.device)
-    summary: dict = {"objective": p.objective, "prior": None, "prior_source": None}
+    summary: dict = {"objective": p.objective, "prior": None, "prior_source": None,
+                     "finetune_epochs": p.finetune_epochs}
     if p.objective in PU_RISKS:
         manifest = ctx.manifest()
         train = manifest[manifest["split"] == "train"]
@@ -51,6 +63,8 @@ def run(ctx: StageContext) -> dict:
                                      p.objective, settings, generator, ctx.progress,
                                      p.nnpu_beta, p.nnpu_gamma)
         labels = np.isin(rows, positive).astype(np.int64)  # fit reported against P vs U
+        tune = {"positive": torch.from_numpy(lookup[0]), "unlabeled": torch.from_numpy(lookup[1]),
+                "kind": p.objective, "prior": prior, "beta": p.nnpu_beta, "gamma": p.nnpu_gamma}
     else:
         if p.objective == "pupl_ce":
             table = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
@@ -64,16 +78,32 @@ def run(ctx: StageContext) -> dict:
         features = embed(model, data.x_train[rows], "encoder", device)
         head, losses = train_linear_head(features, labels, settings, generator,
                                          progress=ctx.progress)
+        tune = {"labels": torch.from_numpy(labels.astype(np.int64)), "kind": "ce"}
+    encoder_state = None
+    if p.finetune_epochs > 0:
+        tuned = finetune(model.encoder, head, torch.from_numpy(data.x_train[rows]),
+                         FinetuneSettings(p.finetune_epochs, p.finetune_lr, p.weight_decay,
+                                          p.batch_size),
+                         make_augment(ctx.params.pretrain.augment, data.is_tabular), generator,
+                         device, progress=ctx.progress, **tune)
+        losses = [*losses, *tuned]
+        head.cpu()
+        encoder_state = {k: v.cpu() for k, v in model.encoder.state_dict().items()}
+        features = embed(model, data.x_train[rows], "encoder", device)
     train_fit = float(((head.positive_score(features) >= 0.5) == labels).mean())
     with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
-        torch.save({"state_dict": head.state_dict(), "dim": features.shape[1]}, tmp)
+        torch.save({"state_dict": head.cpu().state_dict(), "dim": features.shape[1],
+                    "encoder_state": encoder_state}, tmp)
     write_table(ctx.path("classifier", "history.csv"),
-                pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": losses}))
+                pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": losses,
+                              "phase": ["head"] * (len(losses) - p.finetune_epochs)
+                              + ["finetune"] * p.finetune_epochs}))
     write_json(ctx.path("classifier", "summary.json"), summary)
     for i, loss in enumerate(losses, start=1):
         if i % 10 == 0 or i == len(losses):
             ctx.run.log_metrics({"loss": loss}, step=i)
     ctx.run.set_tags({"classifier_objective": p.objective,
+                      "classifier_finetuned": str(p.finetune_epochs > 0).lower(),
                       **({"classifier_prior_source": summary["prior_source"]}
                          if summary["prior_source"] else {})})
     ctx.run.log_artifact(ctx.path("classifier", "head.pt"))

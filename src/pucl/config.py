@@ -163,7 +163,9 @@ class ClassifierParams(_Section):
     lr: float = Field(1e-2, gt=0.0)
     weight_decay: float = Field(1e-4, ge=0.0)
     batch_size: int = Field(256, ge=1)
-
+    # Fine-tune the whole network after the head: 0 keeps the encoder frozen.
+    finetune_epochs: int = Field(0, ge=0, description="epochs of end-to-end fine-tuning")
+    finetune_lr: float = Field(5e-4, gt=0.0, description="fine-tuning learning rate")
 
     @field_validator("prior")
     @classmethod

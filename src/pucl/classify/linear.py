@@ -87,6 +87,31 @@ def train_linear_head(
     return head.eval(), losses
 
 
+class PUBatches:
+    """Index batches for a PU risk: an epoch is one shuffled pass over U, and each batch
+    of U is paired with an equally large batch of P, drawn without replacement and
+    reshuffled whenever P runs out (P is usually much smaller than U, and a batch without
+    positives has no positive risk)."""
+
+    def __init__(self, n_p: int, n_u: int, batch_size: int, generator: torch.Generator):
+        self.n_p, self.n_u = n_p, n_u
+        self.batch = min(batch_size, n_u)
+        self.generator = generator
+        self._p_order, self._p_next = torch.randperm(n_p, generator=generator), 0
+
+    def epoch(self):
+        order = torch.randperm(self.n_u, generator=self.generator)
+        for start in range(0, self.n_u, self.batch):
+            idx_u = order[start:start + self.batch]
+            take = min(len(idx_u), self.n_p)
+            if self._p_next + take > self.n_p:
+                self._p_order = torch.randperm(self.n_p, generator=self.generator)
+                self._p_next = 0
+            idx_p = self._p_order[self._p_next:self._p_next + take]
+            self._p_next += take
+            yield idx_p, idx_u
+
+
 def train_pu_head(
     positive: np.ndarray,
     unlabeled: np.ndarray,
@@ -98,28 +123,18 @@ def train_pu_head(
     beta: float = 0.0,
     gamma: float = 1.0,
 ) -> tuple[LinearHead, list[float]]:
-    """uPU / nnPU on (labelled positives [n_p, d], unlabeled [n_u, d]). An epoch is one
-    pass over U; each step pairs a batch of U with an equally large batch of P, drawn
-    from P without replacement and reshuffled whenever P runs out (P is usually much
-    smaller than U, and a batch without positives has no positive risk)."""
+    """uPU / nnPU on (labelled positives [n_p, d], unlabeled [n_u, d]), batched by
+    `PUBatches`."""
     x_p = torch.as_tensor(positive, dtype=torch.float32)
     x_u = torch.as_tensor(unlabeled, dtype=torch.float32)
     head, optimizer = _standardised_head(torch.cat([x_p, x_u]), settings)
-    batch = min(settings.batch_size, len(x_u))
-    p_order, p_next = torch.randperm(len(x_p), generator=generator), 0
+    batches = PUBatches(len(x_p), len(x_u), settings.batch_size, generator)
     losses = []
     for _ in tqdm(range(settings.epochs), desc=f"classifier ({kind})", unit="epoch",
                   disable=not progress):
         head.train()
-        order = torch.randperm(len(x_u), generator=generator)
         total, steps = 0.0, 0
-        for start in range(0, len(x_u), batch):
-            idx_u = order[start:start + batch]
-            take = min(len(idx_u), len(x_p))
-            if p_next + take > len(x_p):
-                p_order, p_next = torch.randperm(len(x_p), generator=generator), 0
-            idx_p = p_order[p_next:p_next + take]
-            p_next += take
+        for idx_p, idx_u in batches.epoch():
             result = pu_risk(head.score(x_p[idx_p]), head.score(x_u[idx_u]), prior, kind,
                              beta, gamma)
             optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,108 @@
+"""Fine-tuning the whole network (DESIGN section 6, "option to fine-tune"): the pretrained
+encoder and the linear head trained together on augmented inputs, with the objective the
+head was trained with (cross-entropy on labels, or the uPU / nnPU risk on P vs U).
+
+The head arrives already trained on frozen features, so the first steps do not push
+random-head gradients into the encoder; the learning rate decays on a cosine schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from pucl.classify.linear import LinearHead, PUBatches
+from pucl.classify.pu_risk import PU_RISKS, pu_risk
+from pucl.data.augment import normalize, to_unit_float
+
+
+@dataclass(frozen=True)
+class FinetuneSettings:
+    epochs: int
+    lr: float
+    weight_decay: float
+    batch_size: int
+
+
+def _views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator,
+           device: torch.device) -> torch.Tensor:
+    return normalize(augment(to_unit_float(images[idx]), generator)).to(device)
+
+
+def finetune(
+    encoder: nn.Module,
+    head: LinearHead,
+    images: torch.Tensor,
+    settings: FinetuneSettings,
+    augment,
+    generator: torch.Generator,
+    device: torch.device,
+    labels: torch.Tensor | None = None,
+    positive: torch.Tensor | None = None,
+    unlabeled: torch.Tensor | None = None,
+    kind: str = "ce",
+    prior: float | None = None,
+    beta: float = 0.0,
+    gamma: float = 1.0,
+    progress: bool = True,
+) -> list[float]:
+    """Train `encoder` and `head` in place; returns the mean loss (CE) or risk (PU) per epoch.
+
+    kind "ce": `labels` {0, 1} for every row of `images`. kind "nnpu" / "upu": `positive`
+    and `unlabeled` index rows of `images`, with the class `prior`."""
+    if kind != "ce" and kind not in PU_RISKS:
+        raise ValueError(f"kind must be 'ce' or one of {PU_RISKS}, got {kind!r}")
+    if kind == "ce" and labels is None:
+        raise ValueError("kind 'ce' needs labels")
+    if kind != "ce" and (positive is None or unlabeled is None or prior is None):
+        raise ValueError(f"kind {kind!r} needs positive, unlabeled and prior")
+    encoder.to(device)
+    head.to(device)
+    params = [*encoder.parameters(), *head.parameters()]
+    optimizer = torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=settings.epochs)
+    ce = nn.CrossEntropyLoss()
+    pu = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator) \
+        if kind != "ce" else None
+
+    def ce_batches() -> Iterator[torch.Tensor]:
+        order = torch.randperm(len(images), generator=generator)
+        batch = min(settings.batch_size, len(images))
+        for start in range(0, len(images) - batch + 1, batch):  # full batches for BatchNorm
+            yield order[start:start + batch]
+
+    losses = []
+    for _ in tqdm(range(settings.epochs), desc=f"fine-tune ({kind})", unit="epoch",
+                  disable=not progress):
+        encoder.train()
+        head.train()
+        total, steps = 0.0, 0
+        if kind == "ce":
+            for idx in ce_batches():
+                loss = ce(head(encoder(_views(images, idx, augment, generator, device))),
+                          labels[idx].to(device))
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                total, steps = total + float(loss.detach()), steps + 1
+        else:
+            for idx_p, idx_u in pu.epoch():
+                if len(idx_u) < 2:  # a BatchNorm step needs two rows
+                    continue
+                rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
+                scores = head.score(encoder(_views(images, rows, augment, generator, device)))
+                result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind,
+                                 beta, gamma)
+                optimizer.zero_grad(set_to_none=True)
+                result.objective.backward()
+                optimizer.step()
+                total, steps = total + float(result.risk), steps + 1
+        schedule.step()
+        losses.append(total / max(steps, 1))
+    encoder.eval()
+    head.eval()
+    return losses

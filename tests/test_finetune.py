@@ -1,0 +1,115 @@
+"""Fine-tuning encoder + head end to end (classifier.finetune_epochs)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from pucl.classify import FinetuneSettings, LinearHead, finetune
+from pucl.data.augment import AffineJitter, normalize, to_unit_float
+from pucl.models import make_encoder
+from tests.conftest import make_project, tiny_params
+from tests.helpers import STAGES, read_metrics, stage
+
+IDENTITY = AffineJitter(degrees=0.0, translate=0.0, scale_min=1.0, scale_max=1.0,
+                        brightness=0.0, contrast=0.0)
+
+
+def corner_images(n: int, rng: np.random.Generator):
+    """Positives carry a faint 6x6 patch in the top-left corner, negatives in the
+    bottom-right, under strong pixel noise: a random encoder's features barely show it."""
+    y = rng.integers(0, 2, size=n)
+    x = rng.integers(0, 120, size=(n, 1, 28, 28)).astype(np.int64)
+    for i, label in enumerate(y):
+        if label:
+            x[i, 0, 2:8, 2:8] += 60
+        else:
+            x[i, 0, 20:26, 20:26] += 60
+    return torch.from_numpy(x.clip(0, 255).astype(np.uint8)), torch.from_numpy(y)
+
+
+@torch.no_grad()
+def accuracy(encoder, head, x, y) -> float:
+    encoder.eval()
+    head.eval()
+    return float((head(encoder(normalize(to_unit_float(x)))).argmax(1) == y).float().mean())
+
+
+def random_start(x):
+    torch.manual_seed(0)
+    encoder = make_encoder("lenet5", (1, 28, 28)).eval()
+    head = LinearHead(encoder.out_dim)
+    with torch.no_grad():
+        f = encoder(normalize(to_unit_float(x)))
+    head.mean.copy_(f.mean(0))
+    head.scale.copy_(f.std(0).clamp_min(1e-6))
+    return encoder, head
+
+
+def test_finetuning_learns_what_a_head_on_frozen_random_features_misses():
+    from pucl.classify import LinearSettings, train_linear_head
+
+    rng = np.random.default_rng(0)
+    x, y = corner_images(1200, rng)
+    x_test, y_test = corner_images(400, rng)
+    encoder, _ = random_start(x)
+    with torch.no_grad():
+        features = encoder(normalize(to_unit_float(x))).numpy()
+    head, _ = train_linear_head(features, y.numpy(), LinearSettings(50, 1e-2, 0.0, 64),
+                                torch.Generator().manual_seed(0), progress=False)
+    frozen = accuracy(encoder, head, x_test, y_test)
+    before = {k: v.clone() for k, v in encoder.state_dict().items()}
+    losses = finetune(encoder, head, x, FinetuneSettings(4, 2e-3, 0.0, 64), IDENTITY,
+                      torch.Generator().manual_seed(0), torch.device("cpu"), labels=y,
+                      progress=False)
+    assert len(losses) == 4 and losses[-1] < losses[0]
+    assert any(not torch.equal(before[k], v) for k, v in encoder.state_dict().items())
+    tuned = accuracy(encoder, head, x_test, y_test)
+    assert frozen < 0.85 and tuned >= 0.95, (frozen, tuned)
+
+
+def test_finetune_refuses_incomplete_arguments():
+    x, y = corner_images(8, np.random.default_rng(0))
+    encoder, head = random_start(x)
+    settings = FinetuneSettings(1, 1e-3, 0.0, 4)
+    with pytest.raises(ValueError, match="kind 'ce' needs labels"):
+        finetune(encoder, head, x, settings, IDENTITY, torch.Generator(), torch.device("cpu"))
+    with pytest.raises(ValueError, match="needs positive, unlabeled and prior"):
+        finetune(encoder, head, x, settings, IDENTITY, torch.Generator(), torch.device("cpu"),
+                 kind="nnpu", positive=torch.arange(2))
+
+
+def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):
+    from stages._artifacts import load_classifier_model, load_head, load_model
+
+    params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
+                                     "finetune_epochs": 1})
+    project = make_project(tmp_path / "proj", params)
+    monkeypatch.setenv("PUCL_ROOT", str(project))
+    for name in STAGES:
+        stage(project, name)
+    head_path, model_path = project / "data/classifier/head.pt", project / "data/pretrain/model.pt"
+    pretrained, tuned = load_model(model_path), load_classifier_model(head_path, model_path)
+    changed = [k for k, v in tuned.encoder.state_dict().items()
+               if not torch.equal(v, pretrained.encoder.state_dict()[k])]
+    assert changed  # the fine-tuned weights were saved and are loaded back
+    summary = json.loads((project / "data/classifier/summary.json").read_text())
+    assert summary["finetune_epochs"] == 1 and summary["objective"] == "nnpu"
+
+    # evaluate's accuracy is the fine-tuned classifier's, recomputed here independently
+    import pandas as pd
+
+    from pucl.data import load_dataset
+
+    manifest = pd.read_parquet(project / "data/split/manifest.parquet")
+    test = manifest[manifest["split"] == "test"]
+    data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
+    x = torch.from_numpy(data.x_test[test["index"].to_numpy()])
+    head = load_head(head_path)
+    with torch.no_grad():
+        predicted = head(tuned.encoder(normalize(to_unit_float(x)))).argmax(1).numpy()
+    expected = float((predicted == test["y"].to_numpy()).mean())
+    assert read_metrics(project)["accuracy"] == pytest.approx(expected, abs=1e-9)
