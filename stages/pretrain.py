@@ -24,6 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
@@ -73,15 +74,18 @@ def loss_params(p, prior: float | None) -> dict:
     return {**params, "nonneg": p.nonneg}
 
 
-def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None) -> str:
-    """What a resumable checkpoint must match: params that shape training, the split and
-    the training code."""
+def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
+                images: torch.Tensor) -> str:
+    """What a resumable checkpoint or a cached encoder must match: params that shape
+    training, the split, the training inputs' content (a file edited in place keeps its
+    rows but not its pixels) and the training code."""
     p = ctx.params
     code = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in TRAINING_CODE))
+    content = hashlib.sha256(np.ascontiguousarray(images.numpy()).data).hexdigest()
     key = {"pretrain": p.pretrain.model_dump(), "seed": p.base.seed, "data": p.data.model_dump(),
            "manifest": hashlib.sha256(
                pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
-           ).hexdigest(), "code": code.hexdigest(), "prior": prior}
+           ).hexdigest(), "inputs": content, "code": code.hexdigest(), "prior": prior}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
@@ -180,7 +184,7 @@ def run(ctx: StageContext) -> dict:
     loss_fn = make_loss(p.loss, **loss_params(p, prior_used))
     augment = make_augment(p.augment, data.is_tabular)
     checkpoint = ctx.path("pretrain", "checkpoint.pt")
-    fp = fingerprint(ctx, train, prior_used)
+    fp = fingerprint(ctx, train, prior_used, images)
     entry = cache_entry(ctx, fp)
     if restore_from_cache(ctx, entry):
         print(f"pucl pretrain: reusing the finished pretraining {entry}", file=sys.stderr)

@@ -151,3 +151,24 @@ def test_finished_pretraining_is_reused_by_fingerprint(project, tracking_uri):
     trained = stage(project, "pretrain")
     assert "reusing" not in trained.stderr
     assert len(list((project / "data/cache/pretrain").iterdir())) == 2
+
+
+def test_pretraining_fingerprint_follows_the_training_inputs_content(project):
+    """Same rows, same params, edited pixels: a cached encoder must not be reused."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    import torch
+
+    from pucl.config import load_params
+    from stages.pretrain import fingerprint
+
+    ctx = SimpleNamespace(params=load_params(project / "params.yaml"))
+    manifest = pd.DataFrame({"index": [0, 1], "split": "train", "pu": [1, 0],
+                             "in_u": [True, True], "y": [1, 0]})
+    images = torch.zeros(2, 1, 28, 28, dtype=torch.uint8)
+    edited = images.clone()
+    edited[1, 0, 5, 5] = 1
+    assert fingerprint(ctx, manifest, None, images) == fingerprint(ctx, manifest, None,
+                                                                   images.clone())
+    assert fingerprint(ctx, manifest, None, images) != fingerprint(ctx, manifest, None, edited)
