@@ -1,0 +1,155 @@
+"""Building blocks of NcPU (paper 001) and SSC (paper 003) against their equations."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pucl.losses.noncontrastive import noisncl_loss, supervised_byol_loss
+from pucl.losses.ssc import prototype_probabilities, unlabeled_targets, weighted_supcon
+from pucl.ncpu import SelfAdaptiveThreshold, phantom_targets, update_prototypes
+
+
+def naive_noisncl(q, k, labels_q, labels_k):
+    """Eq. 7 pair by pair, averaged over pairs per anchor, then over anchors (eq. 14)."""
+    per_anchor = []
+    for i in range(len(q)):
+        terms = []
+        for j in range(len(k)):
+            if labels_q[i] == labels_k[j]:
+                s = float(torch.dot(q[i] / q[i].norm(), k[j] / k[j].norm()))
+                s = min(max(s, 1e-4), 1 - 1e-4)
+                terms.append(2 * math.sqrt(1 - s))
+        if terms:
+            per_anchor.append(sum(terms) / len(terms))
+    return sum(per_anchor) / len(per_anchor)
+
+
+def test_noisncl_equals_eq7_pair_by_pair():
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(9, 5, generator=g), torch.randn(7, 5, generator=g)
+    k[0] = q[0] * 3.0  # a similarity of 1 is clamped, not a NaN gradient
+    labels_q = torch.tensor([0, 1, 1, 0, 2, 2, 1, 0, 3])  # class 3 has no target: left out
+    labels_k = torch.tensor([0, 1, 0, 2, 1, 2, 0])
+    mask = labels_q.view(-1, 1) == labels_k.view(1, -1)
+    got = noisncl_loss(q.requires_grad_(), k, mask)
+    assert got.item() == pytest.approx(naive_noisncl(q.detach(), k, labels_q, labels_k),
+                                       rel=1e-6)
+    got.backward()
+    assert torch.isfinite(q.grad).all()
+
+
+def _grad_norm_sq(loss_fn, q, k):
+    q = q.clone().requires_grad_()
+    loss_fn(q, k, torch.ones(1, 1, dtype=torch.bool)).backward()
+    return float(q.grad.pow(2).sum())
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.5])
+def test_gradient_norms_follow_eq6_and_eq8(scale):
+    """A clean pair (similarity 0.9) and a noisy pair (0.1): the square root gives the
+    clean pair the larger gradient (eq. 8), the plain loss the noisy one (eq. 6)."""
+    q = torch.tensor([[scale, 0.0]])
+
+    def at(sim):
+        return torch.tensor([[sim, math.sqrt(1 - sim ** 2)]])
+
+    for sim in (0.9, 0.1):
+        assert _grad_norm_sq(noisncl_loss, q, at(sim)) == pytest.approx(
+            (1 + sim) / scale ** 2, rel=1e-5)
+        assert _grad_norm_sq(supervised_byol_loss, q, at(sim)) == pytest.approx(
+            4 * (1 - sim ** 2) / scale ** 2, rel=1e-5)
+    assert _grad_norm_sq(noisncl_loss, q, at(0.9)) > _grad_norm_sq(noisncl_loss, q, at(0.1))
+    assert _grad_norm_sq(supervised_byol_loss, q, at(0.9)) < \
+        _grad_norm_sq(supervised_byol_loss, q, at(0.1))
+
+
+def test_self_adaptive_threshold_follows_eq12_13_on_a_script():
+    sat = SelfAdaptiveThreshold(gamma=0.9)
+    tau_tilde, rho = 0.5, [0.5, 0.5]
+    script = [[[0.9, 0.1], [0.6, 0.4]], [[0.2, 0.8], [0.3, 0.7], [0.1, 0.9]],
+              [[0.5, 0.5], [0.95, 0.05]]]
+    for batch in script:
+        got = sat.update(torch.tensor(batch, dtype=torch.float64))
+        tau_tilde = 0.9 * tau_tilde + 0.1 * sum(max(p) for p in batch) / len(batch)
+        rho = [0.9 * rho[c] + 0.1 * sum(p[c] for p in batch) / len(batch) for c in (0, 1)]
+        assert got == pytest.approx(rho[1] / max(rho) * tau_tilde, abs=1e-12)
+    assert sat.tau == pytest.approx(got)
+
+
+def test_prototypes_move_sample_by_sample_as_in_algorithm_1():
+    mu = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    q = torch.tensor([[0.0, 2.0], [1.0, 1.0], [3.0, 0.0]])
+    got = update_prototypes(mu, q, torch.tensor([0, 0, 1]), alpha=0.5)
+    expect0 = F.normalize(0.5 * mu[0] + 0.5 * torch.tensor([0.0, 1.0]), dim=0)
+    expect0 = F.normalize(0.5 * expect0 + 0.5 * F.normalize(q[1], dim=0), dim=0)
+    expect1 = F.normalize(0.5 * mu[1] + 0.5 * torch.tensor([1.0, 0.0]), dim=0)
+    torch.testing.assert_close(got, torch.stack([expect0, expect1]))
+    torch.testing.assert_close(mu, torch.tensor([[1.0, 0.0], [0.0, 1.0]]))  # not in place
+
+
+def test_phantom_targets_gate_negatives_and_keep_positives():
+    prototypes = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    q = torch.tensor([[1.0, 0.1], [0.1, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    s_prime = torch.tensor([[0.0, 1.0], [0.0, 1.0], [0.5, 0.5], [0.0, 1.0]])
+    negative_prob = torch.tensor([0.2, 0.9, 0.95, 0.1])
+    labeled = torch.tensor([False, False, False, True])
+    s, new_prime = phantom_targets(s_prime, q, prototypes, negative_prob, tau=0.7, beta=0.8,
+                                   labeled=labeled)
+    # row 0: below tau, so s = s' moved 20% towards its nearest (positive) prototype
+    torch.testing.assert_close(s[0], torch.tensor([0.2, 0.8]))
+    # rows 1-2: the classifier is confident it is negative: [0, 1] now, yet s' keeps its
+    # own course (regret: it is not reset), here towards the positive prototype for row 2
+    torch.testing.assert_close(s[1], torch.tensor([0.0, 1.0]))
+    torch.testing.assert_close(s[2], torch.tensor([0.0, 1.0]))
+    torch.testing.assert_close(new_prime[2], torch.tensor([0.6, 0.4]))
+    torch.testing.assert_close(s[3], torch.tensor([1.0, 0.0]))  # labelled positive
+
+
+def test_ssc_with_one_example_and_the_prototypes_is_cross_entropy_at_t1():
+    """Eq. 10-11: each example's SupCon with the prototypes (prototype anchors weight 0)
+    is the cross-entropy of a bias-free linear layer whose weights are the prototypes."""
+    g = torch.Generator().manual_seed(1)
+    k = 3
+    prototypes = F.normalize(torch.randn(k, 6, generator=g), dim=1)
+    examples = F.normalize(torch.randn(5, 6, generator=g), dim=1)
+    labels = torch.tensor([0, 2, 1, 1, 0])
+    per_example = [
+        weighted_supcon(torch.cat([examples[i:i + 1], prototypes]),
+                        torch.cat([labels[i:i + 1], torch.arange(k)]),
+                        torch.tensor([1.0] + [0.0] * k), temperature=1.0)
+        for i in range(len(examples))]
+    ce = F.cross_entropy(examples @ prototypes.T, labels)
+    assert float(sum(per_example) / len(per_example)) == pytest.approx(float(ce), rel=1e-6)
+
+
+def test_weighted_supcon_equals_a_naive_double_loop():
+    g = torch.Generator().manual_seed(2)
+    z = torch.randn(8, 4, generator=g)
+    labels = torch.tensor([0, 0, 1, 1, 5, 6, 2, 2])  # 5 and 6: anchors without a positive
+    weights = torch.tensor([1.0, 1.0, 0.5, 0.5, 2.0, 2.0, 0.0, 3.0])
+    zn = F.normalize(z, dim=1)
+    total, norm = 0.0, 0.0
+    for i in range(8):
+        pos = [p for p in range(8) if p != i and labels[p] == labels[i]]
+        if not pos:
+            continue
+        denom = sum(math.exp(float(zn[i] @ zn[j]) / 0.3) for j in range(8) if j != i)
+        terms = [math.log(math.exp(float(zn[i] @ zn[p]) / 0.3) / denom) for p in pos]
+        total += -float(weights[i]) * sum(terms) / len(terms)
+        norm += float(weights[i])
+    assert float(weighted_supcon(z, labels, weights, 0.3)) == pytest.approx(total / norm,
+                                                                            rel=1e-6)
+
+
+def test_unconfident_unlabeled_samples_get_unique_labels():
+    prototypes = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    z_weak = torch.tensor([[1.0, 0.05], [0.7, 0.7], [0.0, 1.0]])
+    probs = prototype_probabilities(z_weak, prototypes, temperature=0.1)
+    assert torch.allclose(probs.sum(dim=1), torch.ones(3))
+    labels, confident = unlabeled_targets(probs, threshold=0.95)
+    assert confident.tolist() == [True, False, True]
+    assert labels.tolist() == [0, 2 + 1, 1]  # the unsure one: K + its row, unique
