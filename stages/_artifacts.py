@@ -49,6 +49,20 @@ def load_classifier_model(head_path: Path, model_path: Path) -> ContrastiveModel
     return model.eval()
 
 
+def load_method_head(path: Path) -> LinearHead:
+    """The classifier a whole training method (NcPU) learned with its encoder."""
+    saved = _load(path, "model", "pretrain")
+    if saved.get("classifier") is None:
+        raise DataError(f"{path} holds no classifier: classifier.objective 'method_head' "
+                        "needs pretrain.method ncpu (rerun pretrain)")
+    try:
+        head = LinearHead(len(saved["classifier"]["mean"]))
+        head.load_state_dict(saved["classifier"])
+    except Exception as exc:
+        raise DataError(f"the classifier in {path} is inconsistent: {exc}") from None
+    return head.eval()
+
+
 def load_head(path: Path) -> LinearHead:
     """The downstream linear classifier."""
     saved = _load(path, "classifier", "train_classifier")

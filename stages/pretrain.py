@@ -1,4 +1,6 @@
-"""Stage pretrain: contrastive pretraining of encoder + projection head (DESIGN section 4).
+"""Stage pretrain: contrastive pretraining of encoder + projection head (DESIGN section 4),
+or with `pretrain.method: ncpu` the NcPU method (paper 001), which trains a classifier
+along with them (kept in `model.pt` for `classifier.objective: method_head`).
 
 Outputs: `model.pt` (weights + architecture), `history.csv` (per-epoch loss, learning
 rate, images/s; a DVC plot), `loss.png`, and `checkpoint.pt`, a DVC `persist` output
@@ -31,11 +33,14 @@ import torch  # noqa: E402
 import pucl.data.augment as augment_module  # noqa: E402
 import pucl.losses.contrastive as contrastive_module  # noqa: E402
 import pucl.losses.core as losses_core  # noqa: E402
+import pucl.losses.noncontrastive as noncontrastive_module  # noqa: E402
 import pucl.models.encoders as encoders_module  # noqa: E402
+import pucl.ncpu as ncpu_module  # noqa: E402
 import pucl.pretraining as pretraining_module  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
 from pucl.losses import PRIOR_LOSSES, make_loss  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
+from pucl.ncpu import NcPUNetwork, NcPUSettings, train_ncpu  # noqa: E402
 from pucl.pretraining import EpochStats, PretrainSettings, train_contrastive  # noqa: E402
 from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
 from stages._common import (  # noqa: E402
@@ -51,12 +56,14 @@ NAME = "pretrain"
 
 # Code whose change must invalidate a checkpoint (it shapes what an epoch computes).
 TRAINING_CODE = (augment_module, contrastive_module, losses_core, encoders_module,
-                 pretraining_module)
+                 pretraining_module, ncpu_module, noncontrastive_module)
 
 
 def loss_prior(ctx: StageContext) -> tuple[float | None, str | None]:
-    """The class prior for PUNCE / DCL and where it came from (None for other losses)."""
-    if ctx.params.pretrain.loss not in PRIOR_LOSSES:
+    """The class prior for PUNCE / DCL and where it came from (None for other losses and
+    for NcPU, which needs none)."""
+    p = ctx.params.pretrain
+    if p.method != "contrastive" or p.loss not in PRIOR_LOSSES:
         return None, None
     return ctx.class_prior(ctx.params.pretrain.prior)
 
@@ -156,15 +163,26 @@ def train_and_save(ctx: StageContext, model, loss_fn, augment, images, is_labele
         ctx.run.log_metrics({"loss": stats.loss, "lr": stats.lr,
                              "images_per_s": stats.images_per_s}, step=stats.epoch)
 
-    history = train_contrastive(
-        model, loss_fn, images, is_labeled, augment, settings,
-        seeded_generator(ctx.params.base.seed), resolve_device(ctx.params.base.device),
-        resume=resume, on_epoch=on_epoch, progress=ctx.progress,
-    )
+    generator = seeded_generator(ctx.params.base.seed)
+    device = resolve_device(ctx.params.base.device)
+    classifier = None
+    if p.method == "ncpu":
+        network = NcPUNetwork(model, p.proj_dim, p.proj_hidden)
+        history = train_ncpu(network, images, is_labeled, augment,
+                             NcPUSettings(p.epochs, p.batch_size, p.lr, p.weight_decay,
+                                          **p.ncpu.model_dump()),
+                             generator, device, resume=resume, on_epoch=on_epoch,
+                             progress=ctx.progress)
+        classifier = network.classifier.cpu().state_dict()
+    else:
+        history = train_contrastive(model, loss_fn, images, is_labeled, augment, settings,
+                                    generator, device, resume=resume, on_epoch=on_epoch,
+                                    progress=ctx.progress)
     with atomic_path(ctx.path("pretrain", "model.pt")) as tmp:
         torch.save({"state_dict": model.cpu().state_dict(), "encoder": p.encoder,
                     "in_shape": list(image_shape), "proj_hidden": p.proj_hidden,
-                    "proj_dim": p.proj_dim, "loss": p.loss}, tmp)
+                    "proj_dim": p.proj_dim, "loss": p.loss, "method": p.method,
+                    "classifier": classifier}, tmp)
     frame = pd.DataFrame([h.to_dict() for h in history])
     write_table(ctx.path("pretrain", "history.csv"), frame)
     return frame
@@ -199,7 +217,8 @@ def run(ctx: StageContext) -> dict:
         store_in_cache(ctx, entry)
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(frame["epoch"], frame["loss"], marker=".")
-    ax.set(xlabel="epoch", ylabel=f"{p.loss} loss", title="contrastive pretraining")
+    what = "NcPU loss (eq. 14)" if p.method == "ncpu" else f"{p.loss} loss"
+    ax.set(xlabel="epoch", ylabel=what, title=f"{p.method} pretraining")
     ax.grid(alpha=0.3)
     save_figure(ctx.path("pretrain", "loss.png"), fig)
     for name in ("history.csv", "loss.png", "model.pt"):

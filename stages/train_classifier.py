@@ -26,7 +26,7 @@ from pucl.data.augment import make_augment
 from pucl.errors import DataError
 from pucl.features import embed
 from pucl.runtime import resolve_device, seeded_generator
-from stages._artifacts import load_model
+from stages._artifacts import load_method_head, load_model
 from stages._common import (
     LABEL_COLUMNS,
     StageContext,
@@ -65,6 +65,12 @@ def run(ctx: StageContext) -> dict:
         labels = np.isin(rows, positive).astype(np.int64)  # fit reported against P vs U
         tune = {"positive": torch.from_numpy(lookup[0]), "unlabeled": torch.from_numpy(lookup[1]),
                 "kind": p.objective, "prior": prior, "beta": p.nnpu_beta, "gamma": p.nnpu_gamma}
+    elif p.objective == "method_head":  # NcPU trained its classifier with the encoder
+        head = load_method_head(ctx.path("pretrain", "model.pt"))
+        train = ctx.manifest().query("split == 'train' and (in_u or pu == 1)")
+        rows, labels = train["index"].to_numpy(), train["pu"].to_numpy().astype(np.int64)
+        features = embed(model, data.x_train[rows], "encoder", device)
+        losses, tune = [], {}
     else:
         if p.objective == "pupl_ce":
             table = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
@@ -108,7 +114,7 @@ def run(ctx: StageContext) -> dict:
                          if summary["prior_source"] else {})})
     ctx.run.log_artifact(ctx.path("classifier", "head.pt"))
     ctx.run.log_artifact(ctx.path("classifier", "summary.json"))
-    metrics = {"final_loss": losses[-1], "train_fit": train_fit}
+    metrics = {"train_fit": train_fit, **({"final_loss": losses[-1]} if losses else {})}
     if summary["prior"] is not None:
         metrics["classifier_prior"] = summary["prior"]
     return metrics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -153,3 +154,91 @@ def test_unconfident_unlabeled_samples_get_unique_labels():
     labels, confident = unlabeled_targets(probs, threshold=0.95)
     assert confident.tolist() == [True, False, True]
     assert labels.tolist() == [0, 2 + 1, 1]  # the unsure one: K + its row, unique
+
+
+def test_ncpu_loss_is_eq14_with_the_entropy_term():
+    from pucl.ncpu import ncpu_step_loss
+
+    f = torch.tensor([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8]], dtype=torch.float64)
+    s = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [1.0, 0.0]], dtype=torch.float64)
+    labeled = torch.tensor([True, False, False, True])
+    pair = torch.tensor(0.3, dtype=torch.float64)
+    ce = [-(s[i] * f[i].log()).sum().item() for i in range(4)]
+    mean = f.mean(dim=0)
+    expected = (ce[0] + ce[3]) / 2 + (ce[1] + ce[2]) / 2 + 50 * 0.3 + 5 * float(
+        (mean * mean.log()).sum())
+    assert float(ncpu_step_loss(f, s, labeled, pair, w_r=50, w_ent=5)) == pytest.approx(expected)
+
+
+def _tiny_ncpu(epochs, resume=None, states=None):
+    from pucl.data.augment import AffineJitter
+    from pucl.models import ContrastiveModel
+    from pucl.ncpu import NcPUNetwork, NcPUSettings, train_ncpu
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(3)
+    images = torch.randint(0, 256, (96, 1, 28, 28), generator=g, dtype=torch.uint8)
+    labeled = torch.zeros(96, dtype=torch.bool)
+    labeled[:20] = True
+    network = NcPUNetwork(ContrastiveModel("lenet5", (1, 28, 28), 32, 16), 16, 32)
+    settings = NcPUSettings(epochs=3, batch_size=32, lr=1e-3, weight_decay=0.0,
+                            warmup_epochs=1)
+    gen = torch.Generator().manual_seed(0)
+
+    def keep(stats, state):
+        if states is not None:
+            states.append(copy.deepcopy(state))
+        if stats.epoch == epochs:
+            raise StopIteration  # a crash right after the checkpoint of epoch `epochs`
+
+    try:
+        train_ncpu(network, images, labeled, AffineJitter(), settings, gen,
+                   torch.device("cpu"), resume=resume, on_epoch=keep, progress=False)
+    except StopIteration:
+        pass
+    return network
+
+
+def test_ncpu_resumes_bit_for_bit():
+    straight = _tiny_ncpu(3)
+    states: list = []
+    _tiny_ncpu(1, states=states)
+    resumed = _tiny_ncpu(3, resume=states[-1])
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_ncpu_runs_through_the_stages_and_evaluate_scores_its_classifier(tmp_path, tracking_uri,
+                                                                         monkeypatch):
+    from stages._artifacts import load_head, load_method_head
+    from tests.conftest import make_project, tiny_params
+    from tests.helpers import STAGES, read_metrics, stage
+
+    params = tiny_params(pretrain={"method": "ncpu", "epochs": 4, "batch_size": 256,
+                                   "ncpu": {"warmup_epochs": 1}},
+                         classifier={"objective": "method_head"})
+    project = make_project(tmp_path / "proj", params)
+    monkeypatch.setenv("PUCL_ROOT", str(project))
+    for name in STAGES:
+        stage(project, name)
+    joint = load_method_head(project / "data/pretrain/model.pt")
+    written = load_head(project / "data/classifier/head.pt")
+    for (name, a), b in zip(joint.state_dict().items(), written.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
+    metrics = read_metrics(project)
+    # 4 epochs on 4,000 digits, no prior: far above the 0.5 of a constant answer
+    assert metrics["accuracy"] >= 0.85, metrics
+
+
+def test_method_head_without_a_method_is_refused():
+    from pucl.config import parse_params
+    from pucl.errors import ParamsError
+
+    with pytest.raises(ParamsError, match="^classifier.objective 'method_head' needs "
+                                          "pretrain.method ncpu"):
+        parse_params({"classifier": {"objective": "method_head"}})
+    with pytest.raises(ParamsError, match="finetune_epochs must be 0"):
+        parse_params({"pretrain": {"method": "ncpu"},
+                      "classifier": {"objective": "method_head", "finetune_epochs": 2}})

@@ -114,7 +114,24 @@ class AugmentParams(_Section):
                                 description="probability of masking a feature to its mean")
 
 
+class NcPUParams(_Section):
+    """NcPU (paper 001): the momenta fixed at 0.99 and w_r = 50 as in its appendix F; its
+    1,300 epochs and 30 warm-up epochs do not fit a CPU, so warm-up is ours to set."""
+
+    alpha: float = Field(0.99, ge=0.0, lt=1.0, description="prototype momentum (eq. 9)")
+    beta: float = Field(0.99, ge=0.0, lt=1.0, description="pseudo-target momentum (eq. 10)")
+    gamma: float = Field(0.99, ge=0.0, lt=1.0, description="threshold momentum (eq. 12)")
+    ema: float = Field(0.99, ge=0.0, lt=1.0, description="target network momentum")
+    w_r: float = Field(50.0, ge=0.0, description="NoiSNCL weight (eq. 14)")
+    w_ent: float = Field(5.0, ge=0.0, description="entropy regulariser weight")
+    warmup_epochs: int = Field(5, ge=0, description="epochs with fixed pseudo-targets")
+
+
 class PretrainParams(_Section):
+    # contrastive: the loss below (PUCL, PUNCE, ...), then PUPL + a head downstream;
+    # ncpu: NcPU (paper 001) trains encoder and classifier together (no prior needed).
+    method: Literal["contrastive", "ncpu"] = "contrastive"
+    ncpu: NcPUParams = NcPUParams()
     encoder: Literal["lenet5", "cnn7", "resnet18", "mlp"] = "lenet5"
     loss: Literal["sscl", "scl_pu", "mcl", "pucl", "punce", "dcl", "balanced",
                   "balanced_pucl"] = "pucl"
@@ -153,7 +170,8 @@ class PuplParams(_Section):
 class ClassifierParams(_Section):
     # pupl_ce: cross-entropy on the PUPL pseudo-labels (the paper's method); nnpu / upu:
     # the cost-sensitive PU risks (eq. 15 / 14) on labelled P vs U; naive_ce: U as negative.
-    objective: Literal["pupl_ce", "nnpu", "upu", "naive_ce"] = "pupl_ce"
+    # method_head: the classifier a whole training method learned (pretrain.method ncpu)
+    objective: Literal["pupl_ce", "nnpu", "upu", "naive_ce", "method_head"] = "pupl_ce"
     # nnpu / upu: the estimate_prior stage's value, the true prior of U (oracle,
     # benchmarks only), or a number in (0, 1).
     prior: Literal["estimate", "oracle"] | float = "estimate"
@@ -213,6 +231,18 @@ class Params(_Section):
     evaluate: EvaluateParams = EvaluateParams()
     validation: ValidationParams = ValidationParams()
 
+    @model_validator(mode="after")
+    def _method_head_needs_a_method(self) -> Params:
+        if self.classifier.objective == "method_head":
+            if self.pretrain.method == "contrastive":
+                raise ValueError("classifier.objective 'method_head' needs pretrain.method "
+                                 "ncpu (contrastive pretraining learns no classifier; "
+                                 "allowed objectives: pupl_ce, nnpu, upu, naive_ce)")
+            if self.classifier.finetune_epochs:
+                raise ValueError("classifier.finetune_epochs must be 0 with objective "
+                                 "'method_head' (the method already trained end to end)")
+        return self
+
 
 def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Names allowed at the parent of `loc`, for did-you-mean hints."""
@@ -233,6 +263,8 @@ def _describe(error: dict[str, Any]) -> str:
         close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         return f"unknown parameter '{key}'{hint} (allowed here: {', '.join(allowed)})"
+    if not loc:  # a rule across sections
+        return error["msg"].removeprefix("Value error, ")
     if isinstance(error.get("input"), dict):  # a rule across fields of one section
         return f"invalid section '{key}': {error['msg'].removeprefix('Value error, ')}"
     return f"invalid parameter '{key}' = {error.get('input')!r}: {error['msg']}"

@@ -73,3 +73,185 @@ class SelfAdaptiveThreshold:
     def tau(self) -> float:
         rho = self.class_level
         return rho[NEGATIVE] / max(rho) * self.global_level
+
+
+# ---------------------------------------------------------------------------------------
+# The NcPU training method: Algorithm 1 with the loss of eq. 14.
+
+
+@dataclass(frozen=True)
+class NcPUSettings:
+    epochs: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    alpha: float = 0.99  # prototype momentum (eq. 9)
+    beta: float = 0.99  # phantom target momentum (eq. 10)
+    gamma: float = 0.99  # self-adaptive threshold momentum (eq. 12)
+    ema: float = 0.99  # target network momentum (BYOL's eta)
+    w_r: float = 50.0  # weight of NoiSNCL in eq. 14
+    w_ent: float = 5.0  # weight of the entropy regulariser
+    warmup_epochs: int = 30  # pseudo targets fixed, and pairs only within a sample
+
+
+class NcPUNetwork(torch.nn.Module):
+    """Online network: encoder g, projector h, predictor p; classifier f on g(x). The
+    encoder and projector keep ContrastiveModel's layout, so every later stage reads them
+    as a pretrained model; f is a LinearHead (logits [negative, positive])."""
+
+    def __init__(self, model: torch.nn.Module, proj_dim: int, hidden: int):
+        from pucl.classify.linear import LinearHead
+        from pucl.models.encoders import ProjectionHead
+
+        super().__init__()
+        self.model = model
+        self.predictor = ProjectionHead(proj_dim, hidden, proj_dim)
+        self.classifier = LinearHead(model.encoder.out_dim)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (predictor output q, paper-ordered probabilities f = [P(pos), P(neg)])."""
+        h = self.model.encoder(x)
+        q = self.predictor(self.model.head(h))
+        f = torch.softmax(self.classifier(h), dim=1).flip(1)
+        return q, f
+
+
+def _soft_ce(f: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    return -(s * torch.log(f.clamp_min(1e-8))).sum(dim=1)
+
+
+def ncpu_step_loss(f: torch.Tensor, targets: torch.Tensor, labeled: torch.Tensor,
+                   pair_loss: torch.Tensor, w_r: float, w_ent: float) -> torch.Tensor:
+    """Eq. 14 for one batch plus the entropy regulariser: mean CE over P + mean CE over U
+    + w_r NoiSNCL + w_ent sum_c fbar_c log fbar_c (fbar: the batch's mean prediction;
+    minimising it keeps the classifier from giving every sample one class)."""
+    ce = _soft_ce(f, targets)
+    loss = w_r * pair_loss
+    if labeled.any():
+        loss = loss + ce[labeled].mean()
+    if (~labeled).any():
+        loss = loss + ce[~labeled].mean()
+    mean_f = f.mean(dim=0).clamp_min(1e-8)
+    return loss + w_ent * (mean_f * mean_f.log()).sum()
+
+
+def train_ncpu(
+    network: NcPUNetwork,
+    images: torch.Tensor,
+    is_labeled: torch.Tensor,
+    augment,
+    settings: NcPUSettings,
+    generator: torch.Generator,
+    device: torch.device,
+    resume: dict | None = None,
+    on_epoch=None,
+    progress: bool = True,
+):
+    """NcPU on uint8 images [n, ...] with labelled positives `is_labeled` [n]. Same
+    checkpoint contract as `train_contrastive`: `on_epoch(stats, state)` after each epoch,
+    and `resume=state` continues exactly. Returns the per-epoch EpochStats."""
+    import copy
+    import time
+
+    from tqdm.auto import tqdm
+
+    from pucl.data.augment import normalize, to_unit_float
+    from pucl.losses.noncontrastive import noisncl_loss
+    from pucl.pretraining import EpochStats
+
+    n = len(images)
+    batch = min(settings.batch_size, n)
+    if batch < 2:
+        raise ValueError(f"need at least 2 training images, got {n}")
+    network.to(device)
+    target = copy.deepcopy(network.model).to(device)  # encoder + projector, no predictor
+    for param in target.parameters():
+        param.requires_grad_(False)
+    optimizer = torch.optim.Adam(network.parameters(), lr=settings.lr,
+                                 weight_decay=settings.weight_decay)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=settings.epochs)
+    proj_dim = network.predictor.net[-1].out_features
+    prototypes = F.normalize(torch.randn(2, proj_dim, generator=generator), dim=1)
+    labeled_all = is_labeled.bool()
+    positive = torch.tensor([1.0, 0.0])
+    negative = torch.tensor([0.0, 1.0])
+    targets = torch.where(labeled_all.view(-1, 1), positive, negative)  # s, eq. 11 init
+    s_prime = targets.clone()
+    sat = SelfAdaptiveThreshold(settings.gamma)
+    history: list = []
+    start_epoch = 0
+    if resume is not None:
+        network.load_state_dict(resume["model"])
+        target.load_state_dict(resume["target"])
+        optimizer.load_state_dict(resume["optimizer"])
+        schedule.load_state_dict(resume["schedule"])
+        generator.set_state(resume["generator"])
+        prototypes, targets, s_prime = resume["prototypes"], resume["targets"], resume["s_prime"]
+        sat = SelfAdaptiveThreshold(settings.gamma, *resume["sat"])
+        history = [EpochStats(**h) for h in resume["history"]]
+        start_epoch = resume["epoch"]
+
+    steps = n // batch
+    bar = tqdm(range(start_epoch, settings.epochs), desc="ncpu", unit="epoch",
+               disable=not progress, initial=start_epoch, total=settings.epochs)
+    for epoch in bar:
+        network.train()
+        target.train()
+        warm = epoch < settings.warmup_epochs
+        t0 = time.perf_counter()
+        order = torch.randperm(n, generator=generator)
+        total = 0.0
+        for step in range(steps):
+            idx = order[step * batch:(step + 1) * batch]
+            x = to_unit_float(images[idx])
+            v1 = normalize(augment(x, generator)).to(device)
+            v2 = normalize(augment(x, generator)).to(device)
+            labeled = labeled_all[idx].to(device)
+            q, f = network(torch.cat([v1, v2]))
+            q1, q2, f1 = q[:batch], q[batch:], f[:batch]
+            with torch.no_grad():
+                k = target(torch.cat([v1, v2]))
+                k1, k2 = k[:batch], k[batch:]
+            # classifier's labels, paper order (0 = positive); labelled rows are positive
+            guess = torch.where(labeled, 0, f1.detach().argmax(dim=1))
+            prototypes = update_prototypes(prototypes, q1.cpu(), guess.cpu(), settings.alpha)
+            tau = sat.update(f1.cpu())
+            if not warm:
+                s, new_prime = phantom_targets(s_prime[idx], q1.cpu(), prototypes,
+                                               f1[:, 1].detach().cpu(), tau, settings.beta,
+                                               labeled.cpu())
+                s_prime[idx], targets[idx] = new_prime, s
+            same = torch.eye(batch, dtype=torch.bool, device=device) if warm else \
+                guess.view(-1, 1) == guess.view(1, -1)
+            pair = 0.5 * (noisncl_loss(q1, k2, same) + noisncl_loss(q2, k1, same))
+            loss = ncpu_step_loss(f1, targets[idx].to(device), labeled, pair, settings.w_r,
+                                  settings.w_ent)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():  # BYOL's momentum update of the target network
+                for t_param, o_param in zip(target.parameters(), network.model.parameters(),
+                                            strict=True):
+                    t_param.mul_(settings.ema).add_(o_param.detach(), alpha=1 - settings.ema)
+                for t_buf, o_buf in zip(target.buffers(), network.model.buffers(),
+                                        strict=True):
+                    t_buf.copy_(o_buf)
+            total += float(loss.detach())
+        lr = optimizer.param_groups[0]["lr"]
+        schedule.step()
+        seconds = time.perf_counter() - t0
+        stats = EpochStats(epoch + 1, total / steps, lr, seconds, 2 * steps * batch / seconds)
+        history.append(stats)
+        bar.set_postfix(loss=f"{stats.loss:.4f}", tau=f"{sat.tau:.3f}")
+        if on_epoch is not None:
+            on_epoch(stats, {
+                "epoch": epoch + 1, "model": network.state_dict(),
+                "target": target.state_dict(), "optimizer": optimizer.state_dict(),
+                "schedule": schedule.state_dict(), "generator": generator.get_state(),
+                "prototypes": prototypes, "targets": targets, "s_prime": s_prime,
+                "sat": [sat.global_level, list(sat.class_level)],
+                "history": [h.to_dict() for h in history],
+                "positive_fraction_u": float(targets[~labeled_all, 0].mean())
+                if (~labeled_all).any() else float("nan"),
+            })
+    return history
