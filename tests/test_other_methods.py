@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 
@@ -170,6 +171,10 @@ def test_ncpu_loss_is_eq14_with_the_entropy_term():
     assert float(ncpu_step_loss(f, s, labeled, pair, w_r=50, w_ent=5)) == pytest.approx(expected)
 
 
+class Interrupted(Exception):
+    pass
+
+
 def _tiny_ncpu(epochs, resume=None, states=None):
     from pucl.data.augment import AffineJitter
     from pucl.models import ContrastiveModel
@@ -189,13 +194,11 @@ def _tiny_ncpu(epochs, resume=None, states=None):
         if states is not None:
             states.append(copy.deepcopy(state))
         if stats.epoch == epochs:
-            raise StopIteration  # a crash right after the checkpoint of epoch `epochs`
+            raise Interrupted  # a crash right after the checkpoint of epoch `epochs`
 
-    try:
+    with contextlib.suppress(Interrupted):
         train_ncpu(network, images, labeled, AffineJitter(), settings, gen,
                    torch.device("cpu"), resume=resume, on_epoch=keep, progress=False)
-    except StopIteration:
-        pass
     return network
 
 
