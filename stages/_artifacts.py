@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from pucl.classify import LinearHead
+from pucl.classify.heads import rebuild
 from pucl.errors import DataError
 from pucl.models import ContrastiveModel
 
@@ -49,25 +51,25 @@ def load_classifier_model(head_path: Path, model_path: Path) -> ContrastiveModel
     return model.eval()
 
 
-def load_method_head(path: Path) -> LinearHead:
-    """The classifier a whole training method (NcPU) learned with its encoder."""
+def load_method_head(path: Path) -> nn.Module:
+    """The classifier a whole training method (NcPU, SSC) learned with its encoder."""
     saved = _load(path, "model", "pretrain")
     if saved.get("classifier") is None:
         raise DataError(f"{path} holds no classifier: classifier.objective 'method_head' "
-                        "needs pretrain.method ncpu (rerun pretrain)")
+                        "needs pretrain.method ncpu or ssc (rerun pretrain)")
     try:
-        head = LinearHead(len(saved["classifier"]["mean"]))
-        head.load_state_dict(saved["classifier"])
+        return rebuild(saved["classifier"])
     except Exception as exc:
         raise DataError(f"the classifier in {path} is inconsistent: {exc}") from None
-    return head.eval()
 
 
-def load_head(path: Path) -> LinearHead:
-    """The downstream linear classifier."""
+def load_head(path: Path) -> nn.Module:
+    """The downstream classifier (a linear or a prototype head)."""
     saved = _load(path, "classifier", "train_classifier")
     try:
-        head = LinearHead(saved["dim"])
+        if "head" in saved:
+            return rebuild(saved["head"])
+        head = LinearHead(saved["dim"])  # files written before heads had kinds
         head.load_state_dict(saved["state_dict"])
     except Exception as exc:
         raise DataError(f"classifier {path} is inconsistent: {exc}") from None

@@ -37,12 +37,16 @@ import pucl.losses.noncontrastive as noncontrastive_module  # noqa: E402
 import pucl.models.encoders as encoders_module  # noqa: E402
 import pucl.ncpu as ncpu_module  # noqa: E402
 import pucl.pretraining as pretraining_module  # noqa: E402
+import pucl.ssc as ssc_module  # noqa: E402
+from pucl.classify.heads import describe  # noqa: E402
+from pucl.classify.prototype import PrototypeHead  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
 from pucl.losses import PRIOR_LOSSES, make_loss  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
 from pucl.ncpu import NcPUNetwork, NcPUSettings, train_ncpu  # noqa: E402
 from pucl.pretraining import EpochStats, PretrainSettings, train_contrastive  # noqa: E402
 from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
+from pucl.ssc import SSCSettings, train_ssc  # noqa: E402
 from stages._common import (  # noqa: E402
     StageContext,
     atomic_path,
@@ -56,7 +60,7 @@ NAME = "pretrain"
 
 # Code whose change must invalidate a checkpoint (it shapes what an epoch computes).
 TRAINING_CODE = (augment_module, contrastive_module, losses_core, encoders_module,
-                 pretraining_module, ncpu_module, noncontrastive_module)
+                 pretraining_module, ncpu_module, noncontrastive_module, ssc_module)
 
 
 def loss_prior(ctx: StageContext) -> tuple[float | None, str | None]:
@@ -173,7 +177,21 @@ def train_and_save(ctx: StageContext, model, loss_fn, augment, images, is_labele
                                           **p.ncpu.model_dump()),
                              generator, device, resume=resume, on_epoch=on_epoch,
                              progress=ctx.progress)
-        classifier = network.classifier.cpu().state_dict()
+        classifier = describe(network.classifier)
+    elif p.method == "ssc":
+        s = p.ssc
+        prototypes = torch.nn.Parameter(
+            torch.nn.functional.normalize(torch.randn(2, p.proj_dim, generator=generator), dim=1))
+        history = train_ssc(model, prototypes, images, is_labeled, augment,
+                            SSCSettings(p.epochs, p.batch_size, p.lr, p.weight_decay,
+                                        **s.model_dump()),
+                            generator, device, resume=resume, on_epoch=on_epoch,
+                            progress=ctx.progress)
+        head = PrototypeHead(model.encoder.out_dim, p.proj_hidden, p.proj_dim,
+                             s.proto_temperature)
+        head.projector.load_state_dict(model.head.state_dict())
+        head.prototypes.data.copy_(prototypes.detach().cpu())
+        classifier = describe(head)
     else:
         history = train_contrastive(model, loss_fn, images, is_labeled, augment, settings,
                                     generator, device, resume=resume, on_epoch=on_epoch,
@@ -217,7 +235,8 @@ def run(ctx: StageContext) -> dict:
         store_in_cache(ctx, entry)
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(frame["epoch"], frame["loss"], marker=".")
-    what = "NcPU loss (eq. 14)" if p.method == "ncpu" else f"{p.loss} loss"
+    what = {"ncpu": "NcPU loss (eq. 14)", "ssc": "SSC loss (eq. 8)"}.get(p.method,
+                                                                         f"{p.loss} loss")
     ax.set(xlabel="epoch", ylabel=what, title=f"{p.method} pretraining")
     ax.grid(alpha=0.3)
     save_figure(ctx.path("pretrain", "loss.png"), fig)

@@ -22,6 +22,7 @@ from pucl.classify import (
     train_linear_head,
     train_pu_head,
 )
+from pucl.classify.heads import describe
 from pucl.data.augment import make_augment
 from pucl.errors import DataError
 from pucl.features import embed
@@ -99,7 +100,7 @@ def run(ctx: StageContext) -> dict:
     train_fit = float(((head.positive_score(features) >= 0.5) == labels).mean())
     with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
         torch.save({"state_dict": head.cpu().state_dict(), "dim": features.shape[1],
-                    "encoder_state": encoder_state}, tmp)
+                    "head": describe(head), "encoder_state": encoder_state}, tmp)
     write_table(ctx.path("classifier", "history.csv"),
                 pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": losses,
                               "phase": ["head"] * (len(losses) - p.finetune_epochs)

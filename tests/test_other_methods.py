@@ -245,3 +245,68 @@ def test_method_head_without_a_method_is_refused():
     with pytest.raises(ParamsError, match="finetune_epochs must be 0"):
         parse_params({"pretrain": {"method": "ncpu"},
                       "classifier": {"objective": "method_head", "finetune_epochs": 2}})
+
+
+def test_ssc_batch_composes_eq5_to_eq9():
+    from pucl.ssc import SSCSettings, ssc_batch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    prototypes = F.normalize(torch.randn(2, 3), dim=1)
+    x_l, u1, u2, weak = (torch.randn(n, 4) for n in (2, 3, 3, 3))
+    settings = SSCSettings(1, 8, 1e-3, 0.0, temperature=0.5, proto_temperature=0.05,
+                           threshold=0.9, weight_labeled=2.0, weight_confident=1.0,
+                           weight_unconfident=0.5, weight_prototypes=3.0)
+    loss, share = ssc_batch(model, prototypes, x_l, u1, u2, weak, settings)
+    # by hand: eq. 6 on the weak view, eq. 5 labels, eq. 9 weights, eq. 8 loss
+    probs = torch.softmax(F.normalize(model(weak), dim=1) @ prototypes.T / 0.05, dim=1)
+    conf, guess = probs.max(dim=1)
+    y_u = torch.where(conf > 0.9, guess, 2 + torch.arange(3))
+    labels = torch.cat([torch.ones(2, dtype=torch.long), y_u, y_u, torch.tensor([0, 1])])
+    w_u = torch.where(conf > 0.9, 1.0, 0.5)
+    weights = torch.cat([torch.full((2,), 2.0), w_u, w_u, torch.full((2,), 3.0)])
+    z = torch.cat([model(torch.cat([x_l, u1, u2])), prototypes])
+    assert float(loss) == pytest.approx(float(weighted_supcon(z, labels, weights, 0.5)))
+    assert share == pytest.approx(float((conf > 0.9).float().mean()))
+
+
+def test_heads_survive_describe_and_rebuild():
+    from pucl.classify import LinearHead
+    from pucl.classify.heads import describe, rebuild
+    from pucl.classify.prototype import PrototypeHead
+
+    torch.manual_seed(0)
+    h = torch.randn(5, 7)
+    for head in (LinearHead(7), PrototypeHead(7, 16, 4, temperature=0.2)):
+        with torch.no_grad():
+            for p in head.parameters():
+                p.normal_()
+        head.eval()
+        again = rebuild(describe(head))
+        assert type(again) is type(head)
+        torch.testing.assert_close(again(h), head(h))
+    # the prototype head is the softmax of eq. 6 over the projector's output
+    proto = PrototypeHead(7, 16, 4, temperature=0.2).eval()
+    expected = torch.softmax(F.normalize(proto.projector(h), dim=1)
+                             @ F.normalize(proto.prototypes, dim=1).T / 0.2, dim=1)[:, 1]
+    np_scores = proto.positive_score(h.numpy())
+    torch.testing.assert_close(torch.from_numpy(np_scores), expected.detach())
+
+
+def test_ssc_runs_through_the_stages_with_its_prototypes_as_classifier(tmp_path, tracking_uri,
+                                                                      monkeypatch):
+    from pucl.classify.prototype import PrototypeHead
+    from stages._artifacts import load_head
+    from tests.conftest import make_project, tiny_params
+    from tests.helpers import STAGES, read_metrics, stage
+
+    params = tiny_params(pretrain={"method": "ssc", "epochs": 2, "batch_size": 256},
+                         classifier={"objective": "method_head"})
+    project = make_project(tmp_path / "proj", params)
+    monkeypatch.setenv("PUCL_ROOT", str(project))
+    for name in STAGES:
+        stage(project, name)
+    head = load_head(project / "data/classifier/head.pt")
+    assert isinstance(head, PrototypeHead)
+    metrics = read_metrics(project)
+    assert 0.0 <= metrics["accuracy"] <= 1.0 and "roc_auc" in metrics

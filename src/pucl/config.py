@@ -127,11 +127,25 @@ class NcPUParams(_Section):
     warmup_epochs: int = Field(5, ge=0, description="epochs with fixed pseudo-targets")
 
 
+class SSCParams(_Section):
+    """SSC (paper 003) with K = 2 prototypes; weights lambda of eq. 9 by anchor kind."""
+
+    temperature: float = Field(0.1, gt=0.0, description="SupCon temperature T (eq. 8)")
+    proto_temperature: float = Field(0.1, gt=0.0, description="prototype softmax T' (eq. 6)")
+    threshold: float = Field(0.95, gt=0.5, lt=1.0, description="confidence tau (eq. 5)")
+    weight_labeled: float = Field(1.0, ge=0.0)
+    weight_confident: float = Field(1.0, ge=0.0)
+    weight_unconfident: float = Field(1.0, ge=0.0)
+    weight_prototypes: float = Field(1.0, ge=0.0)
+
+
 class PretrainParams(_Section):
     # contrastive: the loss below (PUCL, PUNCE, ...), then PUPL + a head downstream;
     # ncpu: NcPU (paper 001) trains encoder and classifier together (no prior needed).
-    method: Literal["contrastive", "ncpu"] = "contrastive"
+    # ssc: prototype self-training (paper 003); its prototypes are the classifier.
+    method: Literal["contrastive", "ncpu", "ssc"] = "contrastive"
     ncpu: NcPUParams = NcPUParams()
+    ssc: SSCParams = SSCParams()
     encoder: Literal["lenet5", "cnn7", "resnet18", "mlp"] = "lenet5"
     loss: Literal["sscl", "scl_pu", "mcl", "pucl", "punce", "dcl", "balanced",
                   "balanced_pucl"] = "pucl"
@@ -236,7 +250,7 @@ class Params(_Section):
         if self.classifier.objective == "method_head":
             if self.pretrain.method == "contrastive":
                 raise ValueError("classifier.objective 'method_head' needs pretrain.method "
-                                 "ncpu (contrastive pretraining learns no classifier; "
+                                 "ncpu or ssc (contrastive pretraining learns no classifier; "
                                  "allowed objectives: pupl_ce, nnpu, upu, naive_ce)")
             if self.classifier.finetune_epochs:
                 raise ValueError("classifier.finetune_epochs must be 0 with objective "

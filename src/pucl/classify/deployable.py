@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pucl.classify.linear import LinearHead
 from pucl.data.augment import normalize
 
 
@@ -13,7 +12,7 @@ class PUClassifier(nn.Module):
     """float32 pixels in [0, 1], shape [n, c, h, w] (or raw features [n, d] for tabular
     data) -> P(y = 1 | x), shape [n]."""
 
-    def __init__(self, encoder: nn.Module, head: LinearHead):
+    def __init__(self, encoder: nn.Module, head: nn.Module):  # LinearHead or PrototypeHead
         super().__init__()
         self.encoder = encoder
         self.head = head
