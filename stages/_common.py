@@ -38,7 +38,7 @@ STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
     "pretrain": ("data", "pretrain"),
     "pupl_label": ("data", "pupl", "validation"),
     "train_classifier": ("data", "classifier", "pretrain.augment"),  # augment: fine-tuning
-    "evaluate": ("data", "evaluate", "validation"),
+    "evaluate": ("data", "evaluate", "validation", "pretrain.augment", "pretrain.nonneg"),
 }
 
 
@@ -335,9 +335,10 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
                              parent.run_id if parent else None) as mlrun:
             logged = {"base.seed": params.base.seed, "data.dataset": params.data.dataset,
                       "data.task": params.data.task}
-            for section in STAGE_SECTIONS[name]:  # a section or a dotted sub-section
-                logged.update(flatten(functools.reduce(getattr, section.split("."), params),
-                                      section))
+            for section in STAGE_SECTIONS[name]:  # a section, sub-section or one value
+                value = functools.reduce(getattr, section.split("."), params)
+                logged.update(flatten(value, section) if hasattr(value, "model_dump")
+                              else {section: value})
             mlrun.log_params(logged)
             ctx = StageContext(name, params, root, mlrun, progress)
             metrics = run(ctx)

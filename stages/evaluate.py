@@ -18,11 +18,19 @@ from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.manifold import TSNE  # noqa: E402
 
 from pucl.classify import PUClassifier  # noqa: E402
+from pucl.data.augment import make_augment  # noqa: E402
 from pucl.data.registry import unit_scale  # noqa: E402
 from pucl.errors import DataError  # noqa: E402
-from pucl.features import embed  # noqa: E402
-from pucl.metrics import classification_metrics, knn_accuracy, roc_points  # noqa: E402
-from pucl.runtime import resolve_device  # noqa: E402
+from pucl.features import augmented_projections, embed, raw_projections  # noqa: E402
+from pucl.metrics import (  # noqa: E402
+    class_consistency,
+    classification_metrics,
+    feature_sparsity,
+    knn_accuracy,
+    prototype_bias,
+    roc_points,
+)
+from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
 from pucl.validation import suites  # noqa: E402
 from stages._artifacts import load_classifier_model, load_head, load_model  # noqa: E402
 from stages._common import (
@@ -58,6 +66,25 @@ def roc_figure(roc: dict, auc: float):
     ax.set(xlabel="false positive rate", ylabel="true positive rate", title="test ROC")
     ax.legend(loc="lower right")
     return fig
+
+
+def representation_diagnostics(ctx: StageContext, model, images: np.ndarray,
+                               labels: np.ndarray, device) -> dict:
+    """Oracle diagnostics of the pretrained representation on the embedding-map points:
+    prototype representation bias (paper 002 eq. 16) of the projections under the
+    pretraining augmentations; with non-negative projections (paper 004), their sparsity
+    and per-dimension class consistency."""
+    pre, out = ctx.params.pretrain, {}
+    if ctx.params.evaluate.prototype_views > 0:
+        views = augmented_projections(model, images, make_augment(pre.augment, images.ndim == 2),
+                                      ctx.params.evaluate.prototype_views,
+                                      seeded_generator(ctx.params.base.seed), device)
+        out["prototype_bias"] = prototype_bias(views, labels)
+    if pre.nonneg != "none":  # the loss sees relu(h(g(x))) in both modes
+        features = np.maximum(raw_projections(model, images, device), 0.0)
+        out["feature_sparsity"] = feature_sparsity(features)
+        out["class_consistency"] = class_consistency(features, labels)
+    return out
 
 
 def run(ctx: StageContext) -> dict:
@@ -118,6 +145,9 @@ def run(ctx: StageContext) -> dict:
     fig = embedding_figure(points, y_test[pick], (score[pick] >= 0.5).astype(int),
                            f"{p.embedding} of test encoder features")
     save_figure(ctx.path("evaluate", "embedding.png"), fig)
+    metrics.update(representation_diagnostics(ctx, model, data.x_test[test["index"].to_numpy()
+                                                                      [pick]],
+                                              y_test[pick], device))
 
     ctx.validate(lambda: suites.metrics(metrics))
     write_json(ctx.path("evaluate", "metrics.json"), metrics)

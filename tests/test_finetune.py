@@ -86,7 +86,8 @@ def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):
     from stages._artifacts import load_classifier_model, load_head, load_model
 
     params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
-                                     "finetune_epochs": 1})
+                                     "finetune_epochs": 1},
+                         pretrain={"nonneg": "relu"})  # also: paper 004's diagnostics
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))
     for name in STAGES:
@@ -112,4 +113,9 @@ def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):
     with torch.no_grad():
         predicted = head(tuned.encoder(normalize(to_unit_float(x)))).argmax(1).numpy()
     expected = float((predicted == test["y"].to_numpy()).mean())
-    assert read_metrics(project)["accuracy"] == pytest.approx(expected, abs=1e-9)
+    metrics = read_metrics(project)
+    assert metrics["accuracy"] == pytest.approx(expected, abs=1e-9)
+    # non-negative projections: their sparsity and class consistency are reported
+    assert 0.0 <= metrics["feature_sparsity"] <= 1.0
+    assert 0.5 <= metrics["class_consistency"] <= 1.0  # two classes: at least one half
+    assert metrics["prototype_bias"] > 0.0

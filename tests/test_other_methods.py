@@ -6,6 +6,7 @@ import contextlib
 import copy
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -310,3 +311,30 @@ def test_ssc_runs_through_the_stages_with_its_prototypes_as_classifier(tmp_path,
     assert isinstance(head, PrototypeHead)
     metrics = read_metrics(project)
     assert 0.0 <= metrics["accuracy"] <= 1.0 and "roc_auc" in metrics
+
+
+def test_prototype_bias_against_eq16_written_out():
+    from pucl.metrics import prototype_bias
+
+    rng = np.random.default_rng(0)
+    views = rng.normal(size=(6, 3, 4))
+    labels = np.array([0, 1, 0, 1, 1, 0])
+    gaps = []
+    for i in range(6):
+        same = [j for j in range(6) if labels[j] == labels[i]]
+        class_proto = np.mean([views[j, t] for j in same for t in range(3)], axis=0)
+        gaps.append(np.linalg.norm(class_proto - views[i].mean(axis=0)))
+    assert prototype_bias(views, labels) == pytest.approx(np.mean(gaps))
+    # every sample of a class with the same views: no bias at all
+    tied = np.repeat(np.array([[1.0, 0.0], [0.0, 1.0]])[[0, 1, 0]][:, None, :], 2, axis=1)
+    assert prototype_bias(tied, np.array([0, 1, 0])) == 0.0
+
+
+def test_sparsity_and_class_consistency_known_answers():
+    from pucl.metrics import class_consistency, feature_sparsity
+
+    f = np.array([[0.0, 2.0, 0.0], [0.0, 1.0, 3.0], [5.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    labels = np.array([1, 1, 0, 0])
+    assert feature_sparsity(f) == pytest.approx(7 / 12)  # zeros: 2 + 1 + 1 + 3
+    # dim 0: one sample (class 0) -> 1; dim 1: both class 1 -> 1; dim 2: one of each -> 0.5
+    assert class_consistency(f, labels) == pytest.approx((1 + 1 + 0.5) / 3)

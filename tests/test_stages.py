@@ -27,6 +27,9 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
         if key != "prior_abs_error":
             assert 0.0 <= metrics[key] <= 1.0, key
     assert metrics["prior_abs_error"] == abs(metrics["prior_estimate"] - metrics["prior_true"])
+    # unit-norm projections: class prototype and sample prototype are at most 2 apart
+    assert 0.0 < metrics["prototype_bias"] < 2.0
+    assert "feature_sparsity" not in metrics  # only with non-negative projections
 
     # Query the store back: one finished run per stage, with params, metrics and tags.
     client = MlflowClient(tracking_uri)
@@ -102,7 +105,8 @@ def test_classifier_objectives_record_their_prior_and_differ(project, tracking_u
         (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         stage(project, "train_classifier")
         summary = json.loads((project / "data/classifier/summary.json").read_text())
-        assert summary == {"objective": objective, "prior": want_prior, "prior_source": source}
+        assert summary == {"objective": objective, "prior": want_prior, "prior_source": source,
+                           "finetune_epochs": 0}
         heads[(objective, str(prior))] = torch.load(
             project / "data/classifier/head.pt")["state_dict"]["linear.weight"]
     client = MlflowClient(tracking_uri)

@@ -211,6 +211,8 @@ class EvaluateParams(_Section):
     knn_k: int = Field(20, ge=1)
     embedding: Literal["tsne", "pca"] = "tsne"
     embedding_points: int = Field(1000, ge=10)
+    prototype_views: int = Field(4, ge=0, description="augmented views per test sample for "
+                                 "the prototype-bias diagnostic (0: off)")
 
 
 class ValidationParams(_Section):

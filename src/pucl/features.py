@@ -33,3 +33,39 @@ def embed(
             h = F.normalize(model.head(h), dim=1)
         out.append(h.cpu())
     return torch.cat(out).numpy().astype(np.float32)
+
+
+@torch.no_grad()
+def augmented_projections(
+    model: ContrastiveModel,
+    images: np.ndarray | torch.Tensor,
+    augment,
+    views: int,
+    generator: torch.Generator,
+    device: torch.device | None = None,
+    batch_size: int = 1024,
+) -> np.ndarray:
+    """L2-normalised projections of `views` random augmentations of every image:
+    float32 [n, views, d] (for the prototype-bias diagnostic)."""
+    device = device or torch.device("cpu")
+    model.eval().to(device)
+    x_all = torch.as_tensor(images)
+    out = []
+    for start in range(0, len(x_all), batch_size):
+        x = to_unit_float(x_all[start:start + batch_size])
+        per_view = [F.normalize(model(normalize(augment(x, generator)).to(device)), dim=1).cpu()
+                    for _ in range(views)]
+        out.append(torch.stack(per_view, dim=1))
+    return torch.cat(out).numpy().astype(np.float32)
+
+
+@torch.no_grad()
+def raw_projections(model: ContrastiveModel, images: np.ndarray | torch.Tensor,
+                    device: torch.device | None = None, batch_size: int = 1024) -> np.ndarray:
+    """Projector outputs before normalisation, float32 [n, d]."""
+    device = device or torch.device("cpu")
+    model.eval().to(device)
+    x_all = torch.as_tensor(images)
+    out = [model(normalize(to_unit_float(x_all[s:s + batch_size])).to(device)).cpu()
+           for s in range(0, len(x_all), batch_size)]
+    return torch.cat(out).numpy().astype(np.float32)

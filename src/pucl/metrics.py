@@ -43,3 +43,42 @@ def knn_accuracy(
     knn = KNeighborsClassifier(n_neighbors=min(k, len(train_labels)), metric="cosine")
     knn.fit(train_features, train_labels)
     return float((knn.predict(test_features) == test_labels).mean())
+
+
+def prototype_bias(views: np.ndarray, labels: np.ndarray) -> float:
+    """Oracle diagnostic, paper 002 eq. 16: E_(x0, y0) || E_{T, X | y0} f(T(X)) - E_T f(T(x0)) ||.
+
+    views: [n, k, d] representations of k augmentations of n samples; labels: [n] true
+    classes. The class prototype averages every view of the class; the surrogate
+    prototype of a sample averages its own views. Small when augmentations of one sample
+    already cover its class."""
+    views = np.asarray(views, dtype=np.float64)
+    labels = np.asarray(labels)
+    if views.ndim != 3 or len(views) != len(labels):
+        raise ValueError(f"views must be [n, k, d] with n = len(labels), got {views.shape}")
+    own = views.mean(axis=1)
+    gaps = np.empty(len(own))
+    for c in np.unique(labels):
+        members = labels == c
+        gaps[members] = np.linalg.norm(own[members].mean(axis=0) - own[members], axis=1)
+    return float(gaps.mean())
+
+
+def feature_sparsity(features: np.ndarray, eps: float = 1e-5) -> float:
+    """Paper 004 (Figure 3b): the mean share of (near-)zero entries per sample."""
+    return float((np.abs(features) < eps).mean())
+
+
+def class_consistency(features: np.ndarray, labels: np.ndarray, eps: float = 1e-5) -> float:
+    """Paper 004 (Figure 3a), oracle: per feature dimension, the share of its activated
+    samples (value > eps) that belong to their most frequent class, averaged over the
+    dimensions that activate at all."""
+    labels = np.asarray(labels)
+    active = np.asarray(features) > eps
+    classes = np.unique(labels)
+    rates = []
+    for dim in range(active.shape[1]):
+        hit = labels[active[:, dim]]
+        if len(hit):
+            rates.append(max((hit == c).sum() for c in classes) / len(hit))
+    return float(np.mean(rates)) if rates else float("nan")
