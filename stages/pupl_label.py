@@ -1,16 +1,24 @@
 """Stage pupl_label: PU-aware pseudo-labels for every training row (DESIGN section 5).
 
+`pupl.method`: `pu_kmeans` (the paper's prior-free 2-means), `prior_rank` (the prior
+estimate's share of U nearest the labelled positives), or `auto` (default): pu_kmeans,
+unless the share of U it labels positive is further than `pupl.prior_tolerance` from the
+prior estimate, in which case its split is not P vs N (F-MNIST-I: 0.91 against 0.28) and
+prior_rank is used; the summary's `fallback` and the tag `pupl_fallback` say so.
+
 Outputs `labels.parquet` (index, pseudo_label, margin) and `summary.json` (method,
 features, positive fraction, k-means potential). Labelled positives are always positive.
 """
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pandas as pd
 
 from pucl.features import embed
-from pucl.pupl import prior_rank, pu_kmeans
+from pucl.pupl import pseudo_label
 from pucl.runtime import resolve_device
 from pucl.validation import suites
 from stages._artifacts import load_model
@@ -32,13 +40,15 @@ def run(ctx: StageContext) -> dict:
     ctx.validate(lambda: suites.features(z, expected_dim,
                                          ctx.params.validation.feature_variance_floor))
     labeled = train["pu"].to_numpy() == 1
-    if p.method == "pu_kmeans":
-        result = pu_kmeans(z, labeled, p.restarts, p.max_iter,
-                           np.random.default_rng(ctx.params.base.seed))
-        prior_used = None
-    else:
-        prior_used = float(ctx.read_json("prior", "prior.json")["prior"])
-        result = prior_rank(z, labeled, train["in_u"].to_numpy(), prior_used)
+    in_u = train["in_u"].to_numpy()
+    prior = (float(ctx.read_json("prior", "prior.json")["prior"])
+             if p.method != "pu_kmeans" else None)
+    result, fallback = pseudo_label(z, labeled, in_u, p.method, prior, p.prior_tolerance,
+                                    p.restarts, p.max_iter,
+                                    np.random.default_rng(ctx.params.base.seed))
+    prior_used = prior if result.method == "prior_rank" else None
+    if fallback:
+        print(f"pucl pupl_label: {fallback}", file=sys.stderr)
 
     labels = pd.DataFrame({"index": train["index"], "pseudo_label": result.labels.astype(np.int8),
                            "margin": result.margin})
@@ -46,7 +56,8 @@ def run(ctx: StageContext) -> dict:
                "best_restart": result.best_restart, "iterations": result.iterations,
                "potential": result.potential, "positive_fraction": result.positive_fraction,
                "positive_fraction_u": float(result.labels[train["in_u"].to_numpy()].mean()),
-               "prior_used": prior_used, "n": len(labels)}
+               "prior_used": prior_used, "n": len(labels), "requested": p.method,
+               "fallback": fallback}
     ctx.validate(lambda: suites.pseudo_labels(train, labels,
                                               ctx.params.validation.positive_fraction))
     write_table(ctx.path("pupl", "labels.parquet"), labels)
@@ -54,7 +65,8 @@ def run(ctx: StageContext) -> dict:
     ctx.write_validation("pupl")
     ctx.run.log_artifact(ctx.path("pupl", "summary.json"))
     ctx.run.log_artifact(ctx.path("pupl", "labels.parquet"))
-    ctx.run.set_tags({"pupl_method": result.method, "pupl_features": p.features})
+    ctx.run.set_tags({"pupl_method": result.method, "pupl_features": p.features,
+                      "pupl_fallback": str(fallback is not None).lower()})
     return {k: v for k, v in summary.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 

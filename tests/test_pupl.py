@@ -96,3 +96,50 @@ def test_lloyd_steps_match_the_naive_definitions(monkeypatch, chunk):
     np.testing.assert_allclose(new_p, z64[positive].mean(axis=0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(new_n, z64[~positive].mean(axis=0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(pupl._row_norms(z), (z64 ** 2).sum(axis=1), rtol=1e-6)
+
+
+def _three_blobs(rng):
+    """Unit-norm features (like the projector's): P is one blob (30%), N two blobs, one
+    near P and one far away, so the lowest-potential 2-split is {P, near N} against
+    {far N}."""
+    sizes, angles = (300, 350, 350), (0.0, 0.6, 2.8)
+    z = np.concatenate([np.array([np.cos(a), np.sin(a)]) + rng.normal(scale=0.05, size=(n, 2))
+                        for a, n in zip(angles, sizes, strict=True)])
+    z = (z / np.linalg.norm(z, axis=1, keepdims=True)).astype(np.float32)
+    y = np.r_[np.ones(300), np.zeros(700)].astype(np.int64)
+    labeled = np.zeros(len(z), dtype=bool)
+    labeled[rng.choice(300, size=60, replace=False)] = True
+    return z, y, labeled
+
+
+def test_auto_falls_back_to_prior_rank_when_2means_disagrees_with_the_prior():
+    from pucl.pupl import prior_rank, pseudo_label
+
+    rng = np.random.default_rng(0)
+    z, y, labeled = _three_blobs(rng)
+    in_u = np.ones(len(z), dtype=bool)
+    kmeans, why = pseudo_label(z, labeled, in_u, "pu_kmeans", None, 0.15, 10, 100,
+                               np.random.default_rng(1))
+    assert why is None and kmeans.labels.mean() == pytest.approx(0.65, abs=0.02)
+    auto, why = pseudo_label(z, labeled, in_u, "auto", 0.3, 0.15, 10, 100,
+                             np.random.default_rng(1))
+    assert why.startswith("2-means labelled 0.6") and "prior estimate of 0.300" in why
+    np.testing.assert_array_equal(auto.labels, prior_rank(z, labeled, in_u, 0.3).labels)
+    assert (auto.labels == y).mean() > 0.99
+
+
+def test_auto_keeps_2means_when_it_agrees_with_the_prior():
+    from pucl.pupl import pseudo_label
+
+    rng = np.random.default_rng(0)
+    z = np.concatenate([rng.normal(size=(400, 2)), rng.normal(size=(600, 2)) + 8.0])
+    z = z.astype(np.float32)
+    labeled = np.zeros(1000, dtype=bool)
+    labeled[:80] = True
+    in_u = np.ones(1000, dtype=bool)
+    auto, why = pseudo_label(z, labeled, in_u, "auto", 0.42, 0.15, 5, 100,
+                             np.random.default_rng(0))
+    plain, _ = pseudo_label(z, labeled, in_u, "pu_kmeans", None, 0.15, 5, 100,
+                            np.random.default_rng(0))
+    assert why is None and auto.method == "pu_kmeans"
+    np.testing.assert_array_equal(auto.labels, plain.labels)

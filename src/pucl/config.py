@@ -175,7 +175,11 @@ class PretrainParams(_Section):
 
 
 class PuplParams(_Section):
-    method: Literal["pu_kmeans", "prior_rank"] = "pu_kmeans"
+    # auto: the paper's pu_kmeans, unless its share of positives in U is further than
+    # prior_tolerance from the prior estimate; then prior_rank (and the run says so)
+    method: Literal["auto", "pu_kmeans", "prior_rank"] = "auto"
+    prior_tolerance: float = Field(0.15, gt=0.0, lt=1.0,
+                                   description="auto: accepted |2-means positive share - prior|")
     features: Literal["projector", "encoder"] = "projector"
     restarts: int = Field(50, ge=1)
     max_iter: int = Field(100, ge=1)

@@ -8,6 +8,7 @@ stay positive through every Lloyd iteration; seeded restarts keep the lowest pot
 
 `prior_rank` is the prior-aware alternative measured in DESIGN section 5: the pi_hat
 fraction of U closest (cosine) to the labelled-positive centroid is labelled positive.
+`pseudo_label` dispatches, with `auto`: pu_kmeans, checked against the prior estimate.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 import faiss
 import numpy as np
 
-METHODS = ("pu_kmeans", "prior_rank")
+METHODS = ("auto", "pu_kmeans", "prior_rank")
 _CHUNK = 65_536  # rows per partial sum: bounded float32 rounding, cache-sized blocks
 
 
@@ -160,3 +161,24 @@ def prior_rank(
     dist = _nearest(z, np.stack([z[positive].mean(axis=0), mu_n]))
     return PseudoLabels(positive.astype(np.int64), margin, _potential(dist, positive),
                         "prior_rank", 0, 0)
+
+
+def pseudo_label(z: np.ndarray, labeled: np.ndarray, in_u: np.ndarray, method: str,
+                 prior: float | None, tolerance: float, restarts: int, max_iter: int,
+                 rng: np.random.Generator) -> tuple[PseudoLabels, str | None]:
+    """Labels by `method`; `auto` runs pu_kmeans and keeps it unless the share of U it
+    labels positive is further than `tolerance` from `prior`, then uses prior_rank.
+    Returns the labels and, when auto fell back, why (None otherwise)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "prior_rank":
+        return prior_rank(z, labeled, in_u, prior), None
+    result = pu_kmeans(z, labeled, restarts, max_iter, rng)
+    if method == "pu_kmeans":
+        return result, None
+    share = float(result.labels[np.asarray(in_u, dtype=bool)].mean())
+    if abs(share - prior) <= tolerance:
+        return result, None
+    why = (f"2-means labelled {share:.3f} of U positive against a prior estimate of "
+           f"{prior:.3f} (tolerance {tolerance}): used prior_rank instead")
+    return prior_rank(z, labeled, in_u, prior), why
