@@ -113,13 +113,16 @@ def test_every_preset_is_a_valid_sweep_of_valid_params():
     assert presets
     for path in presets:
         spec = load_sweep(path)
-        # the figure-only protocols (CIFAR-0 and its hard / medium / easy) have no number
+        # the figure-only protocols (CIFAR-0 and its hard / medium / easy) and the method
+        # comparison on the embedded data have no paper number
         assert bool(spec.reference) != path.stem.startswith(("cifar-0", "cifar-hard",
-                                                              "cifar-medium", "cifar-easy"))
+                                                              "cifar-medium", "cifar-easy",
+                                                              "methods-"))
         assert set(spec.reference) <= set(spec.variants)
         for point in expand(spec):
             params = resolve_params(ROOT, point.overrides)
-            assert params.data.dataset in ("fmnist", "cifar10", "stl10", "stl10u", "svhn")
+            assert params.data.dataset in ("fmnist", "cifar10", "stl10", "stl10u", "svhn",
+                                           "mnist5k")
             assert params.base.seed == point.seed
             assert params.data.task in DATASETS[params.data.dataset].tasks
             if params.data.dataset == "stl10u":  # U without labels: no oracle anywhere
