@@ -34,10 +34,12 @@ import pucl.data.augment as augment_module  # noqa: E402
 import pucl.losses.contrastive as contrastive_module  # noqa: E402
 import pucl.losses.core as losses_core  # noqa: E402
 import pucl.losses.noncontrastive as noncontrastive_module  # noqa: E402
+import pucl.losses.ssc as ssc_loss_module  # noqa: E402
 import pucl.models.encoders as encoders_module  # noqa: E402
 import pucl.ncpu as ncpu_module  # noqa: E402
 import pucl.pretraining as pretraining_module  # noqa: E402
 import pucl.ssc as ssc_module  # noqa: E402
+import pucl.training_loop as training_loop_module  # noqa: E402
 from pucl.classify.heads import describe  # noqa: E402
 from pucl.classify.prototype import PrototypeHead  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
@@ -60,7 +62,8 @@ NAME = "pretrain"
 
 # Code whose change must invalidate a checkpoint (it shapes what an epoch computes).
 TRAINING_CODE = (augment_module, contrastive_module, losses_core, encoders_module,
-                 pretraining_module, ncpu_module, noncontrastive_module, ssc_module)
+                 pretraining_module, ncpu_module, noncontrastive_module, ssc_module,
+                 ssc_loss_module, training_loop_module)
 
 
 def loss_prior(ctx: StageContext) -> tuple[float | None, str | None]:

@@ -16,10 +16,14 @@ Class index 0 is positive and 1 negative, as in the paper's targets [1, 0] / [0,
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+
+from pucl.losses.noncontrastive import noisncl_loss
+from pucl.training_loop import EpochStats, TrainingLoop, full_batch_size, two_views
 
 POSITIVE, NEGATIVE = 0, 1
 
@@ -146,112 +150,72 @@ def train_ncpu(
     resume: dict | None = None,
     on_epoch=None,
     progress: bool = True,
-):
-    """NcPU on uint8 images [n, ...] with labelled positives `is_labeled` [n]. Same
-    checkpoint contract as `train_contrastive`: `on_epoch(stats, state)` after each epoch,
-    and `resume=state` continues exactly. Returns the per-epoch EpochStats."""
-    import copy
-    import time
-
-    from tqdm.auto import tqdm
-
-    from pucl.data.augment import normalize, to_unit_float
-    from pucl.losses.noncontrastive import noisncl_loss
-    from pucl.pretraining import EpochStats
-
+) -> list[EpochStats]:
+    """NcPU on uint8 images [n, ...] with labelled positives `is_labeled` [n], in the
+    shared epoch loop (same checkpoint contract as `train_contrastive`)."""
     n = len(images)
-    batch = min(settings.batch_size, n)
-    if batch < 2:
-        raise ValueError(f"need at least 2 training images, got {n}")
+    batch = full_batch_size(n, settings.batch_size)
     network.to(device)
     target = copy.deepcopy(network.model).to(device)  # encoder + projector, no predictor
     for param in target.parameters():
         param.requires_grad_(False)
-    optimizer = torch.optim.Adam(network.parameters(), lr=settings.lr,
-                                 weight_decay=settings.weight_decay)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=settings.epochs)
+    loop = TrainingLoop(network.parameters(), settings.epochs, settings.lr,
+                        settings.weight_decay, modules=(network, target), desc="ncpu")
     proj_dim = network.predictor.net[-1].out_features
-    prototypes = F.normalize(torch.randn(2, proj_dim, generator=generator), dim=1)
     labeled_all = is_labeled.bool()
     positive = torch.tensor([1.0, 0.0])
     negative = torch.tensor([0.0, 1.0])
-    targets = torch.where(labeled_all.view(-1, 1), positive, negative)  # s, eq. 11 init
-    s_prime = targets.clone()
+    targets0 = torch.where(labeled_all.view(-1, 1), positive, negative)  # s, eq. 11 init
+    run = {"prototypes": F.normalize(torch.randn(2, proj_dim, generator=generator), dim=1),
+           "targets": targets0, "s_prime": targets0.clone()}
     sat = SelfAdaptiveThreshold(settings.gamma)
-    history: list = []
-    start_epoch = 0
-    if resume is not None:
+
+    def step(epoch: int, idx: torch.Tensor) -> float:
+        warm = epoch < settings.warmup_epochs
+        v1, v2 = two_views(images, idx, augment, generator, device)
+        labeled = labeled_all[idx].to(device)
+        q, f = network(torch.cat([v1, v2]))
+        q1, q2, f1 = q[:batch], q[batch:], f[:batch]
+        with torch.no_grad():
+            k = target(torch.cat([v1, v2]))
+            k1, k2 = k[:batch], k[batch:]
+        # classifier's labels, paper order (0 = positive); labelled rows are positive
+        guess = torch.where(labeled, 0, f1.detach().argmax(dim=1))
+        run["prototypes"] = update_prototypes(run["prototypes"], q1.cpu(), guess.cpu(),
+                                              settings.alpha)
+        tau = sat.update(f1.cpu())
+        if not warm:
+            s, new_prime = phantom_targets(run["s_prime"][idx], q1.cpu(), run["prototypes"],
+                                           f1[:, 1].detach().cpu(), tau, settings.beta,
+                                           labeled.cpu())
+            run["s_prime"][idx], run["targets"][idx] = new_prime, s
+        same = torch.eye(batch, dtype=torch.bool, device=device) if warm else \
+            guess.view(-1, 1) == guess.view(1, -1)
+        pair = 0.5 * (noisncl_loss(q1, k2, same) + noisncl_loss(q2, k1, same))
+        loss = loop.backward_step(ncpu_step_loss(
+            f1, run["targets"][idx].to(device), labeled, pair, settings.w_r, settings.w_ent))
+        with torch.no_grad():  # BYOL's momentum update of the target network
+            for t_param, o_param in zip(target.parameters(), network.model.parameters(),
+                                        strict=True):
+                t_param.mul_(settings.ema).add_(o_param.detach(), alpha=1 - settings.ema)
+            for t_buf, o_buf in zip(target.buffers(), network.model.buffers(), strict=True):
+                t_buf.copy_(o_buf)
+        return loss
+
+    def state() -> dict:
+        unlabeled = run["targets"][~labeled_all, 0]
+        return {"model": network.state_dict(), "target": target.state_dict(), **run,
+                "sat": [sat.global_level, list(sat.class_level)],
+                "positive_fraction_u": float(unlabeled.mean()) if len(unlabeled)
+                else float("nan")}
+
+    def load_state(resume: dict) -> None:
         network.load_state_dict(resume["model"])
         target.load_state_dict(resume["target"])
-        optimizer.load_state_dict(resume["optimizer"])
-        schedule.load_state_dict(resume["schedule"])
-        generator.set_state(resume["generator"])
-        prototypes, targets, s_prime = resume["prototypes"], resume["targets"], resume["s_prime"]
-        sat = SelfAdaptiveThreshold(settings.gamma, *resume["sat"])
-        history = [EpochStats(**h) for h in resume["history"]]
-        start_epoch = resume["epoch"]
+        run.update({key: resume[key] for key in ("prototypes", "targets", "s_prime")})
+        sat.global_level, sat.class_level = resume["sat"][0], list(resume["sat"][1])
 
-    steps = n // batch
-    bar = tqdm(range(start_epoch, settings.epochs), desc="ncpu", unit="epoch",
-               disable=not progress, initial=start_epoch, total=settings.epochs)
-    for epoch in bar:
-        network.train()
-        target.train()
-        warm = epoch < settings.warmup_epochs
-        t0 = time.perf_counter()
-        order = torch.randperm(n, generator=generator)
-        total = 0.0
-        for step in range(steps):
-            idx = order[step * batch:(step + 1) * batch]
-            x = to_unit_float(images[idx])
-            v1 = normalize(augment(x, generator)).to(device)
-            v2 = normalize(augment(x, generator)).to(device)
-            labeled = labeled_all[idx].to(device)
-            q, f = network(torch.cat([v1, v2]))
-            q1, q2, f1 = q[:batch], q[batch:], f[:batch]
-            with torch.no_grad():
-                k = target(torch.cat([v1, v2]))
-                k1, k2 = k[:batch], k[batch:]
-            # classifier's labels, paper order (0 = positive); labelled rows are positive
-            guess = torch.where(labeled, 0, f1.detach().argmax(dim=1))
-            prototypes = update_prototypes(prototypes, q1.cpu(), guess.cpu(), settings.alpha)
-            tau = sat.update(f1.cpu())
-            if not warm:
-                s, new_prime = phantom_targets(s_prime[idx], q1.cpu(), prototypes,
-                                               f1[:, 1].detach().cpu(), tau, settings.beta,
-                                               labeled.cpu())
-                s_prime[idx], targets[idx] = new_prime, s
-            same = torch.eye(batch, dtype=torch.bool, device=device) if warm else \
-                guess.view(-1, 1) == guess.view(1, -1)
-            pair = 0.5 * (noisncl_loss(q1, k2, same) + noisncl_loss(q2, k1, same))
-            loss = ncpu_step_loss(f1, targets[idx].to(device), labeled, pair, settings.w_r,
-                                  settings.w_ent)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            with torch.no_grad():  # BYOL's momentum update of the target network
-                for t_param, o_param in zip(target.parameters(), network.model.parameters(),
-                                            strict=True):
-                    t_param.mul_(settings.ema).add_(o_param.detach(), alpha=1 - settings.ema)
-                for t_buf, o_buf in zip(target.buffers(), network.model.buffers(),
-                                        strict=True):
-                    t_buf.copy_(o_buf)
-            total += float(loss.detach())
-        lr = optimizer.param_groups[0]["lr"]
-        schedule.step()
-        seconds = time.perf_counter() - t0
-        stats = EpochStats(epoch + 1, total / steps, lr, seconds, 2 * steps * batch / seconds)
-        history.append(stats)
-        bar.set_postfix(loss=f"{stats.loss:.4f}", tau=f"{sat.tau:.3f}")
-        if on_epoch is not None:
-            on_epoch(stats, {
-                "epoch": epoch + 1, "model": network.state_dict(),
-                "target": target.state_dict(), "optimizer": optimizer.state_dict(),
-                "schedule": schedule.state_dict(), "generator": generator.get_state(),
-                "prototypes": prototypes, "targets": targets, "s_prime": s_prime,
-                "sat": [sat.global_level, list(sat.class_level)],
-                "history": [h.to_dict() for h in history],
-                "positive_fraction_u": float(targets[~labeled_all, 0].mean())
-                if (~labeled_all).any() else float("nan"),
-            })
-    return history
+    return loop.run(n, batch, generator, step, state, load_state, resume=resume,
+                    on_epoch=on_epoch, progress=progress,
+                    postfix=lambda stats: {"loss": f"{stats.loss:.4f}",
+                                           "tau": f"{sat.tau:.3f}"})

@@ -1,21 +1,19 @@
-"""Contrastive pretraining loop (pure: no files, no tracking).
-
-The caller owns persistence: `on_epoch` receives the full training state after every
-epoch (to checkpoint it), and passing that state back as `resume` continues bit-for-bit
-where it stopped, because the sampling/augmentation generator state is part of it.
-"""
+"""Contrastive pretraining (pure: no files, no tracking): PUCL, PUNCE and their
+relatives on two augmented views per image, in the shared epoch loop
+(`pucl.training_loop`, which also defines the checkpoint contract)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
 
-from pucl.data.augment import AffineJitter, FeatureNoise, normalize, to_unit_float
+from pucl.data.augment import AffineJitter, FeatureNoise
 from pucl.losses import ContrastiveLoss
+from pucl.training_loop import EpochStats, TrainingLoop, full_batch_size, two_views
+
+__all__ = ["EpochStats", "PretrainSettings", "train_contrastive"]
 
 
 @dataclass(frozen=True)
@@ -24,18 +22,6 @@ class PretrainSettings:
     batch_size: int
     lr: float
     weight_decay: float
-
-
-@dataclass(frozen=True)
-class EpochStats:
-    epoch: int
-    loss: float
-    lr: float
-    seconds: float
-    images_per_s: float  # augmented views through forward + backward per second
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def train_contrastive(
@@ -54,56 +40,17 @@ def train_contrastive(
     """images: uint8 [n, c, h, w] or float features [n, d] (kept in memory);
     is_labeled: bool [n]."""
     n = images.shape[0]
-    batch = min(settings.batch_size, n)
-    if batch < 2:
-        raise ValueError(f"need at least 2 training images, got {n}")
+    batch = full_batch_size(n, settings.batch_size)
     model.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr,
-                                 weight_decay=settings.weight_decay)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=settings.epochs)
-    history: list[EpochStats] = []
-    start_epoch = 0
-    if resume is not None:
-        model.load_state_dict(resume["model"])
-        optimizer.load_state_dict(resume["optimizer"])
-        schedule.load_state_dict(resume["schedule"])
-        generator.set_state(resume["generator"])
-        history = [EpochStats(**h) for h in resume["history"]]
-        start_epoch = resume["epoch"]
+    loop = TrainingLoop(model.parameters(), settings.epochs, settings.lr,
+                        settings.weight_decay, modules=(model,))
 
-    steps = n // batch  # drop the last partial batch: BatchNorm wants full batches
-    bar = tqdm(range(start_epoch, settings.epochs), desc="pretrain", unit="epoch",
-               disable=not progress, initial=start_epoch, total=settings.epochs)
-    for epoch in bar:
-        model.train()
-        t0 = time.perf_counter()
-        order = torch.randperm(n, generator=generator)
-        total = 0.0
-        for step in range(steps):
-            idx = order[step * batch:(step + 1) * batch]
-            x = to_unit_float(images[idx])
-            v1 = normalize(augment(x, generator)).to(device)
-            v2 = normalize(augment(x, generator)).to(device)
-            labeled = is_labeled[idx].to(device)
-            z = model(torch.cat([v1, v2]))
-            loss = loss_fn(z[:batch], z[batch:], labeled)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total += float(loss.detach())
-        lr = optimizer.param_groups[0]["lr"]
-        schedule.step()
-        seconds = time.perf_counter() - t0
-        stats = EpochStats(epoch + 1, total / steps, lr, seconds, 2 * steps * batch / seconds)
-        history.append(stats)
-        bar.set_postfix(loss=f"{stats.loss:.4f}", img_s=f"{stats.images_per_s:.0f}")
-        if on_epoch is not None:
-            on_epoch(stats, {
-                "epoch": epoch + 1,
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "schedule": schedule.state_dict(),
-                "generator": generator.get_state(),
-                "history": [h.to_dict() for h in history],
-            })
-    return history
+    def step(epoch: int, idx: torch.Tensor) -> float:
+        v1, v2 = two_views(images, idx, augment, generator, device)
+        z = model(torch.cat([v1, v2]))
+        return loop.backward_step(loss_fn(z[:batch], z[batch:], is_labeled[idx].to(device)))
+
+    return loop.run(n, batch, generator, step,
+                    state=lambda: {"model": model.state_dict()},
+                    load_state=lambda r: model.load_state_dict(r["model"]),
+                    resume=resume, on_epoch=on_epoch, progress=progress)

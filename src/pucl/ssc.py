@@ -11,15 +11,13 @@ pseudo-negatives and from being pushed away from the positives.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
 
 from pucl.data.augment import normalize, to_unit_float
 from pucl.losses.ssc import prototype_probabilities, unlabeled_targets, weighted_supcon
-from pucl.pretraining import EpochStats
+from pucl.training_loop import EpochStats, TrainingLoop, full_batch_size
 
 NEGATIVE, POSITIVE = 0, 1
 
@@ -64,67 +62,43 @@ def train_ssc(model, prototypes: torch.nn.Parameter, images: torch.Tensor,
               is_labeled: torch.Tensor, augment, settings: SSCSettings,
               generator: torch.Generator, device: torch.device, resume: dict | None = None,
               on_epoch=None, progress: bool = True) -> list[EpochStats]:
-    """Train `model` (encoder + projector) and `prototypes` [2, proj_dim] in place; same
-    checkpoint contract as `train_contrastive`."""
+    """Train `model` (encoder + projector) and `prototypes` [2, proj_dim] in place, in the
+    shared epoch loop (same checkpoint contract as `train_contrastive`)."""
     n = len(images)
-    batch = min(settings.batch_size, n)
-    if batch < 2:
-        raise ValueError(f"need at least 2 training images, got {n}")
+    batch = full_batch_size(n, settings.batch_size)
     model.to(device)
     prototypes.data = prototypes.data.to(device)
-    params = [*model.parameters(), prototypes]
-    optimizer = torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay)
-    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=settings.epochs)
-    history: list[EpochStats] = []
-    start_epoch = 0
-    if resume is not None:
+    loop = TrainingLoop([*model.parameters(), prototypes], settings.epochs, settings.lr,
+                        settings.weight_decay, modules=(model,), desc="ssc")
+    labeled_all = is_labeled.bool()
+    shares: list[float] = []  # confident share of U per batch, for the progress bar
+
+    def step(epoch: int, idx: torch.Tensor) -> float | None:
+        x = to_unit_float(images[idx])
+        lab = labeled_all[idx]
+        x_l, x_u = x[lab], x[~lab]
+        if len(x_u) < 2:
+            return None
+        views_l = normalize(augment(x_l, generator)) if len(x_l) else x_l
+        loss, share = ssc_batch(
+            model, prototypes, views_l.to(device),
+            normalize(augment(x_u, generator)).to(device),
+            normalize(augment(x_u, generator)).to(device), normalize(x_u).to(device),
+            settings)
+        shares.append(share)
+        return loop.backward_step(loss)
+
+    def load_state(resume: dict) -> None:
         model.load_state_dict(resume["model"])
         prototypes.data.copy_(resume["prototypes"])
-        optimizer.load_state_dict(resume["optimizer"])
-        schedule.load_state_dict(resume["schedule"])
-        generator.set_state(resume["generator"])
-        history = [EpochStats(**h) for h in resume["history"]]
-        start_epoch = resume["epoch"]
-    labeled_all = is_labeled.bool()
-    steps = n // batch
-    bar = tqdm(range(start_epoch, settings.epochs), desc="ssc", unit="epoch",
-               disable=not progress, initial=start_epoch, total=settings.epochs)
-    for epoch in bar:
-        model.train()
-        t0 = time.perf_counter()
-        order = torch.randperm(n, generator=generator)
-        total, confident_share = 0.0, 0.0
-        for step in range(steps):
-            idx = order[step * batch:(step + 1) * batch]
-            x = to_unit_float(images[idx])
-            lab = labeled_all[idx]
-            x_l, x_u = x[lab], x[~lab]
-            if len(x_u) < 2:
-                continue
-            views_l = normalize(augment(x_l, generator)) if len(x_l) else x_l
-            loss, share = ssc_batch(
-                model, prototypes, views_l.to(device),
-                normalize(augment(x_u, generator)).to(device),
-                normalize(augment(x_u, generator)).to(device), normalize(x_u).to(device),
-                settings)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total += float(loss.detach())
-            confident_share += share
-        lr = optimizer.param_groups[0]["lr"]
-        schedule.step()
-        seconds = time.perf_counter() - t0
-        stats = EpochStats(epoch + 1, total / max(steps, 1), lr, seconds,
-                           2 * steps * batch / seconds)
-        history.append(stats)
-        bar.set_postfix(loss=f"{stats.loss:.4f}", confident=f"{confident_share / steps:.2f}")
-        if on_epoch is not None:
-            on_epoch(stats, {
-                "epoch": epoch + 1, "model": model.state_dict(),
-                "prototypes": prototypes.detach().cpu().clone(),
-                "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-                "generator": generator.get_state(),
-                "history": [h.to_dict() for h in history],
-            })
-    return history
+
+    def postfix(stats: EpochStats) -> dict:
+        confident = sum(shares) / max(len(shares), 1)
+        shares.clear()
+        return {"loss": f"{stats.loss:.4f}", "confident": f"{confident:.2f}"}
+
+    return loop.run(n, batch, generator, step,
+                    state=lambda: {"model": model.state_dict(),
+                                   "prototypes": prototypes.detach().cpu().clone()},
+                    load_state=load_state, resume=resume, on_epoch=on_epoch,
+                    postfix=postfix, progress=progress)

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from pucl.classify.base import TwoClassHead
 from pucl.classify.pu_risk import pu_risk
 
 
@@ -22,7 +23,7 @@ class LinearSettings:
     batch_size: int
 
 
-class LinearHead(nn.Module):
+class LinearHead(TwoClassHead):
     """Standardise features with statistics of the training rows, then one linear layer
     producing two logits."""
 
@@ -34,18 +35,6 @@ class LinearHead(nn.Module):
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.linear((h - self.mean) / self.scale)
-
-    def score(self, h: torch.Tensor) -> torch.Tensor:
-        """The real-valued decision g(x) = logit(positive) - logit(negative)."""
-        logits = self(h)
-        return logits[:, 1] - logits[:, 0]
-
-    @torch.no_grad()
-    def positive_score(self, features: np.ndarray) -> np.ndarray:
-        """P(y = 1 | x) per row."""
-        self.eval()
-        logits = self(torch.as_tensor(features, dtype=torch.float32))
-        return torch.softmax(logits, dim=1)[:, 1].numpy()
 
 
 def _standardised_head(x: torch.Tensor, settings: LinearSettings

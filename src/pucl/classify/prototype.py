@@ -5,15 +5,15 @@ evaluate stage and the served model treat both alike. Logits are [negative, posi
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pucl.classify.base import TwoClassHead
 from pucl.models.encoders import ProjectionHead
 
 
-class PrototypeHead(nn.Module):
+class PrototypeHead(TwoClassHead):
     def __init__(self, dim: int, proj_hidden: int, proj_dim: int, temperature: float):
         super().__init__()
         self.projector = ProjectionHead(dim, proj_hidden, proj_dim)
@@ -23,13 +23,3 @@ class PrototypeHead(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         z = F.normalize(self.projector(h), dim=1)
         return z @ F.normalize(self.prototypes, dim=1).T / self.temperature
-
-    def score(self, h: torch.Tensor) -> torch.Tensor:
-        logits = self(h)
-        return logits[:, 1] - logits[:, 0]
-
-    @torch.no_grad()
-    def positive_score(self, features: np.ndarray) -> np.ndarray:
-        self.eval()
-        logits = self(torch.as_tensor(features, dtype=torch.float32))
-        return torch.softmax(logits, dim=1)[:, 1].numpy()

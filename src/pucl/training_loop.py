@@ -1,0 +1,123 @@
+"""The epoch loop every pretraining method shares (pure: no files, no tracking).
+
+Each epoch draws one permutation from the caller's generator, cuts it into full batches
+(BatchNorm wants them; the last partial batch is dropped), runs the method's step on
+each, and steps Adam's cosine schedule. After every epoch `on_epoch(stats, state)` gets
+the whole training state; passing that state back as `resume` continues bit for bit,
+because the generator (sampling and augmentation) is part of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from pucl.data.augment import normalize, to_unit_float
+
+
+@dataclass(frozen=True)
+class EpochStats:
+    epoch: int
+    loss: float
+    lr: float
+    seconds: float
+    images_per_s: float  # augmented views through forward + backward per second
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def full_batch_size(n: int, batch_size: int) -> int:
+    batch = min(batch_size, n)
+    if batch < 2:
+        raise ValueError(f"need at least 2 training images, got {n}")
+    return batch
+
+
+def two_views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two independently augmented, normalised views of images[idx] on `device`."""
+    x = to_unit_float(images[idx])
+    return (normalize(augment(x, generator)).to(device),
+            normalize(augment(x, generator)).to(device))
+
+
+@dataclass
+class TrainingLoop:
+    """What varies between methods is passed in; the loop owns optimiser, schedule,
+    shuffling, statistics, progress and the checkpoint contract.
+
+    step(epoch, idx) -> the batch loss, already back-propagated through `optimizer`,
+      or None for a batch the method skips;
+    state() -> the method's own state for a checkpoint (models, running targets, ...);
+    load_state(resume) restores it; postfix(stats) -> extra fields for the progress bar.
+    """
+
+    params: Iterable[torch.nn.Parameter]
+    epochs: int
+    lr: float
+    weight_decay: float
+    modules: tuple[torch.nn.Module, ...]  # put in train mode at every epoch
+    desc: str = "pretrain"
+
+    def __post_init__(self):
+        self.optimizer = torch.optim.Adam(self.params, lr=self.lr,
+                                          weight_decay=self.weight_decay)
+        self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer,
+                                                                   T_max=self.epochs)
+
+    def backward_step(self, loss: torch.Tensor) -> float:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach())
+
+    def run(self, n: int, batch: int, generator: torch.Generator,
+            step: Callable[[int, torch.Tensor], float | None],
+            state: Callable[[], dict], load_state: Callable[[dict], None],
+            resume: dict | None = None,
+            on_epoch: Callable[[EpochStats, dict], None] | None = None,
+            postfix: Callable[[EpochStats], dict] | None = None,
+            progress: bool = True) -> list[EpochStats]:
+        history: list[EpochStats] = []
+        start_epoch = 0
+        if resume is not None:
+            load_state(resume)
+            self.optimizer.load_state_dict(resume["optimizer"])
+            self.schedule.load_state_dict(resume["schedule"])
+            generator.set_state(resume["generator"])
+            history = [EpochStats(**h) for h in resume["history"]]
+            start_epoch = resume["epoch"]
+        steps = n // batch
+        bar = tqdm(range(start_epoch, self.epochs), desc=self.desc, unit="epoch",
+                   disable=not progress, initial=start_epoch, total=self.epochs)
+        for epoch in bar:
+            for module in self.modules:
+                module.train()
+            t0 = time.perf_counter()
+            order = torch.randperm(n, generator=generator)
+            total = 0.0
+            for i in range(steps):
+                loss = step(epoch, order[i * batch:(i + 1) * batch])
+                total += 0.0 if loss is None else loss
+            lr = self.optimizer.param_groups[0]["lr"]
+            self.schedule.step()
+            seconds = time.perf_counter() - t0
+            stats = EpochStats(epoch + 1, total / steps, lr, seconds,
+                               2 * steps * batch / seconds)
+            history.append(stats)
+            bar.set_postfix(postfix(stats) if postfix else
+                            {"loss": f"{stats.loss:.4f}", "img_s": f"{stats.images_per_s:.0f}"})
+            if on_epoch is not None:
+                on_epoch(stats, {
+                    **state(), "epoch": epoch + 1,
+                    "optimizer": self.optimizer.state_dict(),
+                    "schedule": self.schedule.state_dict(),
+                    "generator": generator.get_state(),
+                    "history": [h.to_dict() for h in history],
+                })
+        return history
