@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import torch
@@ -13,14 +14,15 @@ from pucl.errors import DataError
 from pucl.models import ContrastiveModel
 
 
-def _load(path: Path, what: str, stage: str) -> dict:
+def _load(path: Path, what: str, stage: str, key: str = "state_dict") -> dict:
     try:
         saved = torch.load(path, map_location="cpu", weights_only=False)
     except FileNotFoundError:
         raise DataError(f"missing input {path}: run the {stage} stage first") from None
     except Exception as exc:
         raise DataError(f"cannot read {what} {path}: {type(exc).__name__}: {exc}") from None
-    if not isinstance(saved, dict) or "state_dict" not in saved:
+    # heads written before they had kinds hold a bare state_dict instead of "head"
+    if not isinstance(saved, dict) or (key not in saved and "state_dict" not in saved):
         raise DataError(f"{path} is not a {what} written by the {stage} stage")
     return saved
 
@@ -37,17 +39,19 @@ def load_model(path: Path) -> ContrastiveModel:
     return model.eval()
 
 
-def load_classifier_model(head_path: Path, model_path: Path) -> ContrastiveModel:
-    """The model whose encoder feeds the classifier: the pretrained one, with the
-    fine-tuned encoder weights when train_classifier fine-tuned it."""
-    model = load_model(model_path)
-    state = _load(head_path, "classifier", "train_classifier").get("encoder_state")
-    if state is not None:
-        try:
-            model.encoder.load_state_dict(state)
-        except Exception as exc:
-            raise DataError(f"the fine-tuned encoder in {head_path} does not match "
-                            f"{model_path}: {exc}") from None
+def load_classifier_model(head_path: Path, pretrained: ContrastiveModel) -> ContrastiveModel:
+    """The model whose encoder feeds the classifier: `pretrained` itself unless
+    train_classifier fine-tuned the encoder, else a copy with the fine-tuned weights (so
+    callers can skip embedding twice with one model)."""
+    state = _load(head_path, "classifier", "train_classifier", "head").get("encoder_state")
+    if state is None:
+        return pretrained
+    model = copy.deepcopy(pretrained)
+    try:
+        model.encoder.load_state_dict(state)
+    except Exception as exc:
+        raise DataError(f"the fine-tuned encoder in {head_path} does not match the "
+                        f"pretrained model: {exc}") from None
     return model.eval()
 
 
@@ -65,11 +69,11 @@ def load_method_head(path: Path) -> nn.Module:
 
 def load_head(path: Path) -> nn.Module:
     """The downstream classifier (a linear or a prototype head)."""
-    saved = _load(path, "classifier", "train_classifier")
+    saved = _load(path, "classifier", "train_classifier", "head")
     try:
         if "head" in saved:
             return rebuild(saved["head"])
-        head = LinearHead(saved["dim"])  # files written before heads had kinds
+        head = LinearHead(saved["dim"])
         head.load_state_dict(saved["state_dict"])
     except Exception as exc:
         raise DataError(f"classifier {path} is inconsistent: {exc}") from None

@@ -99,15 +99,15 @@ def run(ctx: StageContext) -> dict:
     device = resolve_device(ctx.params.base.device)
     model = load_model(ctx.path("pretrain", "model.pt"))
     head = load_head(ctx.path("classifier", "head.pt"))
-    classifier_model = load_classifier_model(ctx.path("classifier", "head.pt"),
-                                             ctx.path("pretrain", "model.pt"))
+    classifier_model = load_classifier_model(ctx.path("classifier", "head.pt"), model)
     x_test = data.x_test[test["index"].to_numpy()]
     # the kNN diagnostic and the embedding map describe the pretrained representation;
     # the test scores come from the classifier's own (maybe fine-tuned) encoder
     f_test = embed(model, x_test, "encoder", device)
     f_train = embed(model, data.x_train[train["index"].to_numpy()], "encoder", device)
     y_test = test["y"].to_numpy().astype(np.int64)
-    score = head.positive_score(embed(classifier_model, x_test, "encoder", device))
+    score = head.positive_score(f_test if classifier_model is model else
+                                embed(classifier_model, x_test, "encoder", device))
     metrics = classification_metrics(y_test, score)
 
     prior = ctx.read_json("prior", "prior.json")

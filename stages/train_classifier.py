@@ -99,8 +99,7 @@ def run(ctx: StageContext) -> dict:
         features = embed(model, data.x_train[rows], "encoder", device)
     train_fit = float(((head.positive_score(features) >= 0.5) == labels).mean())
     with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
-        torch.save({"state_dict": head.cpu().state_dict(), "dim": features.shape[1],
-                    "head": describe(head), "encoder_state": encoder_state}, tmp)
+        torch.save({"head": describe(head), "encoder_state": encoder_state}, tmp)
     write_table(ctx.path("classifier", "history.csv"),
                 pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": losses,
                               "phase": ["head"] * (len(losses) - p.finetune_epochs)

@@ -93,7 +93,9 @@ def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):
     for name in STAGES:
         stage(project, name)
     head_path, model_path = project / "data/classifier/head.pt", project / "data/pretrain/model.pt"
-    pretrained, tuned = load_model(model_path), load_classifier_model(head_path, model_path)
+    pretrained = load_model(model_path)
+    tuned = load_classifier_model(head_path, pretrained)
+    assert tuned is not pretrained
     changed = [k for k, v in tuned.encoder.state_dict().items()
                if not torch.equal(v, pretrained.encoder.state_dict()[k])]
     assert changed  # the fine-tuned weights were saved and are loaded back

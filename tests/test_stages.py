@@ -108,7 +108,7 @@ def test_classifier_objectives_record_their_prior_and_differ(project, tracking_u
         assert summary == {"objective": objective, "prior": want_prior, "prior_source": source,
                            "finetune_epochs": 0}
         heads[(objective, str(prior))] = torch.load(
-            project / "data/classifier/head.pt")["state_dict"]["linear.weight"]
+            project / "data/classifier/head.pt")["head"]["state"]["linear.weight"]
     client = MlflowClient(tracking_uri)
     runs = client.search_runs([client.get_experiment_by_name("pucl").experiment_id],
                               "tags.stage = 'train_classifier'",

@@ -1,0 +1,39 @@
+"""head.pt: written once per head (no second copy of its weights), and files from before
+heads had kinds still load with the same predictions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pucl.classify import LinearHead
+from pucl.classify.heads import describe
+from pucl.errors import DataError
+from stages._artifacts import load_head
+
+
+def _head() -> LinearHead:
+    torch.manual_seed(0)
+    head = LinearHead(4)
+    head.mean.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+    head.scale.copy_(torch.tensor([1.0, 2.0, 0.5, 1.5]))
+    return head
+
+
+def test_current_and_legacy_head_files_give_the_same_scores(tmp_path):
+    head = _head()
+    x = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    torch.save({"head": describe(head), "encoder_state": None}, tmp_path / "head.pt")
+    torch.save({"state_dict": head.state_dict(), "dim": 4}, tmp_path / "legacy.pt")
+    want = head.positive_score(x)
+    for name in ("head.pt", "legacy.pt"):
+        np.testing.assert_allclose(load_head(tmp_path / name).positive_score(x), want,
+                                   rtol=0, atol=0)
+
+
+def test_a_file_without_a_head_is_refused_in_one_line(tmp_path):
+    torch.save({"encoder_state": None}, tmp_path / "head.pt")
+    with pytest.raises(DataError, match="is not a classifier written by the "
+                                        "train_classifier stage"):
+        load_head(tmp_path / "head.pt")
