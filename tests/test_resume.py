@@ -108,3 +108,17 @@ def test_sigkill_mid_epoch_then_rerun_reaches_the_uninterrupted_metrics(project)
     losses = [line.split(",")[1] for line in history.decode().splitlines()]
     clean = (project / "data/pretrain/history.csv").read_text().splitlines()
     assert losses == [line.split(",")[1] for line in clean]
+
+
+def test_pretrain_fingerprint_covers_every_module_that_shapes_training():
+    """A change to any of these must invalidate checkpoints and cached encoders."""
+    from pathlib import Path
+
+    from stages.pretrain import TRAINING_CODE
+
+    src = Path(__file__).resolve().parents[1] / "src" / "pucl"
+    shaping = {"pucl.data.augment", "pucl.pretraining", "pucl.ncpu", "pucl.ssc",
+               "pucl.training_loop"}
+    shaping |= {f"pucl.{d}.{f.stem}" for d in ("losses", "models")
+                for f in (src / d).glob("*.py") if f.stem != "__init__"}
+    assert shaping <= {m.__name__ for m in TRAINING_CODE}
