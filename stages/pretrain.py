@@ -67,10 +67,12 @@ TRAINING_CODE = (augment_module, contrastive_module, losses_core, encoders_modul
 
 
 def loss_prior(ctx: StageContext) -> tuple[float | None, str | None]:
-    """The class prior for PUNCE / DCL and where it came from (None for other losses and
-    for NcPU, which needs none)."""
+    """The class prior for PUNCE / DCL and for SSC's prior-ranked negatives, and where it
+    came from (None for other losses and for NcPU, which needs none)."""
     p = ctx.params.pretrain
-    if p.method != "contrastive" or p.loss not in PRIOR_LOSSES:
+    uses_prior = (p.method == "contrastive" and p.loss in PRIOR_LOSSES) or \
+        (p.method == "ssc" and p.ssc.negatives == "prior_rank")
+    if not uses_prior:
         return None, None
     return ctx.class_prior(ctx.params.pretrain.prior)
 
@@ -159,7 +161,8 @@ def build_model(ctx: StageContext, in_shape) -> ContrastiveModel:
 
 
 def train_and_save(ctx: StageContext, model, loss_fn, augment, images, is_labeled,
-                   checkpoint: Path, fp: str, image_shape) -> pd.DataFrame:
+                   checkpoint: Path, fp: str, image_shape, prior: float | None
+                   ) -> pd.DataFrame:
     p = ctx.params.pretrain
     settings = PretrainSettings(p.epochs, p.batch_size, p.lr, p.weight_decay)
     resume = load_resume_state(checkpoint, fp)
@@ -187,7 +190,8 @@ def train_and_save(ctx: StageContext, model, loss_fn, augment, images, is_labele
             torch.nn.functional.normalize(torch.randn(2, p.proj_dim, generator=generator), dim=1))
         history = train_ssc(model, prototypes, images, is_labeled, augment,
                             SSCSettings(p.epochs, p.batch_size, p.lr, p.weight_decay,
-                                        **s.model_dump()),
+                                        **s.model_dump(exclude={"negatives"}),
+                                        prior=prior if s.negatives == "prior_rank" else None),
                             generator, device, resume=resume, on_epoch=on_epoch,
                             progress=ctx.progress)
         head = PrototypeHead(model.encoder.out_dim, p.proj_hidden, p.proj_dim,
@@ -234,7 +238,7 @@ def run(ctx: StageContext) -> dict:
         ctx.run.set_tags({"pretrain_reused": str(entry)})
     else:
         frame = train_and_save(ctx, model, loss_fn, augment, images, is_labeled, checkpoint,
-                               fp, data.image_shape)
+                               fp, data.image_shape, prior_used)
         store_in_cache(ctx, entry)
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(frame["epoch"], frame["loss"], marker=".")

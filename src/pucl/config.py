@@ -137,6 +137,10 @@ class SSCParams(_Section):
     weight_confident: float = Field(1.0, ge=0.0)
     weight_unconfident: float = Field(1.0, ge=0.0)
     weight_prototypes: float = Field(1.0, ge=0.0)
+    # confident: the paper's eq. 5 alone (PU data gives the negative prototype no member);
+    # prior_rank: also label each batch's least positive (1 - prior) share of U negative,
+    # with the prior of pretrain.prior (ours, not paper 003's)
+    negatives: Literal["confident", "prior_rank"] = "confident"
 
 
 class PretrainParams(_Section):

@@ -6,7 +6,9 @@ SupCon (eq. 7-9). An unlabeled sample takes the class of the prototype softmax o
 un-augmented ("weak") view when that is more confident than `threshold` (eq. 5-6), and a
 label of its own otherwise, so that its two views are each other's only positive (as in
 SimCLR). PU gives no labelled negative: the negative prototype learns only from confident
-pseudo-negatives and from being pushed away from the positives.
+pseudo-negatives and from being pushed away from the positives. With a class prior
+(`SSCSettings.prior`, pretrain.ssc.negatives: prior_rank) the least positive share of
+each batch's U is labelled negative as well (ours, not the paper's).
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from dataclasses import dataclass
 import torch
 
 from pucl.data.augment import normalize, to_unit_float
-from pucl.losses.ssc import prototype_probabilities, unlabeled_targets, weighted_supcon
+from pucl.losses.ssc import (
+    prior_ranked_negatives,
+    prototype_probabilities,
+    unlabeled_targets,
+    weighted_supcon,
+)
 from pucl.training_loop import EpochStats, TrainingLoop, full_batch_size
 
 NEGATIVE, POSITIVE = 0, 1
@@ -35,6 +42,9 @@ class SSCSettings:
     weight_confident: float = 1.0  # lambda^{u up}
     weight_unconfident: float = 1.0  # lambda^{u down}
     weight_prototypes: float = 1.0  # lambda^c
+    # PU-aware pseudo-negatives (not in paper 003): each batch's least positive
+    # (1 - prior) share of U is labelled negative; None keeps the paper's eq. 5 only
+    prior: float | None = None
 
 
 def ssc_batch(model, prototypes: torch.Tensor, x_labeled, u_view1, u_view2, u_weak,
@@ -43,6 +53,10 @@ def ssc_batch(model, prototypes: torch.Tensor, x_labeled, u_view1, u_view2, u_we
     with torch.no_grad():
         probs = prototype_probabilities(model(u_weak), prototypes, settings.proto_temperature)
     y_u, confident = unlabeled_targets(probs, settings.threshold)
+    if settings.prior is not None:
+        ranked = prior_ranked_negatives(probs[:, POSITIVE], 1.0 - settings.prior)
+        y_u = torch.where(ranked, NEGATIVE, y_u)
+        confident = confident | ranked
     z = model(torch.cat([x_labeled, u_view1, u_view2])) if len(x_labeled) else \
         model(torch.cat([u_view1, u_view2]))
     z = torch.cat([z, prototypes])

@@ -57,3 +57,16 @@ def unlabeled_targets(probs: torch.Tensor, threshold: float) -> tuple[torch.Tens
     confident = confidence > threshold
     unique = k + torch.arange(len(probs), device=probs.device)
     return torch.where(confident, guess, unique), confident
+
+
+def prior_ranked_negatives(positive_prob: torch.Tensor, negative_share: float) -> torch.Tensor:
+    """A PU source of negatives that paper 003 does not have (it assumes labelled
+    samples of every class): the round(negative_share * n) unlabeled samples the
+    prototypes find least positive. negative_share is 1 - the class prior of U, so each
+    batch's pseudo-negatives are as many as U's negatives are expected to be. -> mask [n]."""
+    if not 0.0 <= negative_share <= 1.0:
+        raise ValueError(f"negative_share must be in [0, 1], got {negative_share}")
+    count = round(negative_share * len(positive_prob))
+    mask = torch.zeros(len(positive_prob), dtype=torch.bool, device=positive_prob.device)
+    mask[torch.argsort(positive_prob, stable=True)[:count]] = True
+    return mask
