@@ -225,6 +225,35 @@ def test_method_head_without_a_method_is_refused():
                       "classifier": {"objective": "method_head", "finetune_epochs": 2}})
 
 
+def _ssc_loss_by_hand(model, prototypes, x_l, u1, u2, weak, *, threshold: float,
+                      weight_labeled: float, weight_confident: float,
+                      weight_unconfident: float, weight_prototypes: float,
+                      temperature: float, proto_temperature: float,
+                      forced_negatives: int = 0) -> tuple[float, float]:
+    """Paper 003's eq. 5-9 written out: eq. 6 on the weak view, eq. 5 labels (unique
+    ones for unconfident U), eq. 9 weights, eq. 8 over the batch plus both prototypes.
+    `forced_negatives`: that many least positive U labelled negative (our PU variant).
+    Returns (loss, confident share)."""
+    n_u = len(weak)
+    probs = torch.softmax(F.normalize(model(weak), dim=1) @ prototypes.T / proto_temperature,
+                          dim=1)
+    conf, guess = probs.max(dim=1)
+    confident = conf > threshold
+    y_u = torch.where(confident, guess, 2 + torch.arange(n_u))
+    if forced_negatives:
+        lowest = probs[:, 1].argsort()[:forced_negatives]
+        y_u[lowest] = 0
+        confident[lowest] = True
+    labels = torch.cat([torch.ones(len(x_l), dtype=torch.long), y_u, y_u,
+                        torch.tensor([0, 1])])
+    w_u = torch.where(confident, weight_confident, weight_unconfident)
+    weights = torch.cat([torch.full((len(x_l),), weight_labeled), w_u, w_u,
+                         torch.full((2,), weight_prototypes)])
+    z = torch.cat([model(torch.cat([x_l, u1, u2])), prototypes])
+    loss = weighted_supcon(z, labels, weights, temperature).item()
+    return loss, float(confident.float().mean())
+
+
 def test_ssc_batch_composes_eq5_to_eq9():
     from pucl.ssc import SSCSettings, ssc_batch
 
@@ -236,16 +265,12 @@ def test_ssc_batch_composes_eq5_to_eq9():
                            threshold=0.9, weight_labeled=2.0, weight_confident=1.0,
                            weight_unconfident=0.5, weight_prototypes=3.0)
     loss, share = ssc_batch(model, prototypes, x_l, u1, u2, weak, settings)
-    # by hand: eq. 6 on the weak view, eq. 5 labels, eq. 9 weights, eq. 8 loss
-    probs = torch.softmax(F.normalize(model(weak), dim=1) @ prototypes.T / 0.05, dim=1)
-    conf, guess = probs.max(dim=1)
-    y_u = torch.where(conf > 0.9, guess, 2 + torch.arange(3))
-    labels = torch.cat([torch.ones(2, dtype=torch.long), y_u, y_u, torch.tensor([0, 1])])
-    w_u = torch.where(conf > 0.9, 1.0, 0.5)
-    weights = torch.cat([torch.full((2,), 2.0), w_u, w_u, torch.full((2,), 3.0)])
-    z = torch.cat([model(torch.cat([x_l, u1, u2])), prototypes])
-    assert loss.item() == pytest.approx(weighted_supcon(z, labels, weights, 0.5).item())
-    assert share == pytest.approx(float((conf > 0.9).float().mean()))
+    expected_loss, expected_share = _ssc_loss_by_hand(
+        model, prototypes, x_l, u1, u2, weak, threshold=0.9, weight_labeled=2.0,
+        weight_confident=1.0, weight_unconfident=0.5, weight_prototypes=3.0,
+        temperature=0.5, proto_temperature=0.05)
+    assert loss.item() == pytest.approx(expected_loss)
+    assert share == pytest.approx(expected_share)
 
 
 def test_prior_ranked_negatives_are_the_least_positive_share():
@@ -271,19 +296,13 @@ def test_ssc_batch_with_a_prior_labels_the_least_positive_u_negative():
                            threshold=0.99, weight_confident=1.0, weight_unconfident=0.5,
                            prior=0.6)
     loss, share = ssc_batch(model, prototypes, x_l, u1, u2, weak, settings)
-    probs = torch.softmax(F.normalize(model(weak), dim=1) @ prototypes.T / 0.05, dim=1)
-    conf, guess = probs.max(dim=1)
-    y_u = torch.where(conf > 0.99, guess, 2 + torch.arange(5))
-    lowest_two = probs[:, 1].argsort()[:2]  # round((1 - 0.6) * 5) = 2 of 5 unlabeled
-    y_u[lowest_two] = 0
-    confident = conf > 0.99
-    confident[lowest_two] = True
-    labels = torch.cat([torch.ones(2, dtype=torch.long), y_u, y_u, torch.tensor([0, 1])])
-    w_u = torch.where(confident, 1.0, 0.5)
-    weights = torch.cat([torch.ones(2), w_u, w_u, torch.ones(2)])
-    z = torch.cat([model(torch.cat([x_l, u1, u2])), prototypes])
-    assert loss.item() == pytest.approx(weighted_supcon(z, labels, weights, 0.5).item())
-    assert share == pytest.approx(float(confident.float().mean()))
+    # round((1 - 0.6) * 5) = 2 of the 5 unlabeled are forced negative
+    expected_loss, expected_share = _ssc_loss_by_hand(
+        model, prototypes, x_l, u1, u2, weak, threshold=0.99, weight_labeled=1.0,
+        weight_confident=1.0, weight_unconfident=0.5, weight_prototypes=1.0,
+        temperature=0.5, proto_temperature=0.05, forced_negatives=2)
+    assert loss.item() == pytest.approx(expected_loss)
+    assert share == pytest.approx(expected_share)
 
 
 def test_heads_survive_describe_and_rebuild():
