@@ -46,7 +46,6 @@ def two_views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch
             normalize(augment(x, generator)).to(device))
 
 
-@dataclass
 class TrainingLoop:
     """What varies between methods is passed in; the loop owns optimiser, schedule,
     shuffling, statistics, progress and the checkpoint contract.
@@ -57,18 +56,15 @@ class TrainingLoop:
     load_state(resume) restores it; postfix(stats) -> extra fields for the progress bar.
     """
 
-    params: Iterable[torch.nn.Parameter]
-    epochs: int
-    lr: float
-    weight_decay: float
-    modules: tuple[torch.nn.Module, ...]  # put in train mode at every epoch
-    desc: str = "pretrain"
-
-    def __post_init__(self):
-        self.optimizer = torch.optim.Adam(self.params, lr=self.lr,
-                                          weight_decay=self.weight_decay)
+    def __init__(self, params: Iterable[torch.nn.Parameter], epochs: int, lr: float,
+                 weight_decay: float, modules: tuple[torch.nn.Module, ...],
+                 desc: str = "pretrain"):
+        self.epochs = epochs
+        self.modules = modules  # put in train mode at every epoch
+        self.desc = desc
+        self.optimizer = torch.optim.Adam(list(params), lr=lr, weight_decay=weight_decay)
         self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer,
-                                                                   T_max=self.epochs)
+                                                                   T_max=epochs)
 
     def backward_step(self, loss: torch.Tensor) -> float:
         self.optimizer.zero_grad(set_to_none=True)
