@@ -21,8 +21,11 @@ def _load(path: Path, what: str, stage: str, key: str = "state_dict") -> dict:
         raise DataError(f"missing input {path}: run the {stage} stage first") from None
     except Exception as exc:
         raise DataError(f"cannot read {what} {path}: {type(exc).__name__}: {exc}") from None
-    # heads written before they had kinds hold a bare state_dict instead of "head"
-    if not isinstance(saved, dict) or (key not in saved and "state_dict" not in saved):
+    if not isinstance(saved, dict):
+        raise DataError(f"{path} is not a {what} written by the {stage} stage")
+    # heads written before they had kinds hold a bare "state_dict" instead of "head"
+    legacy_head = key == "head" and "state_dict" in saved
+    if key not in saved and not legacy_head:
         raise DataError(f"{path} is not a {what} written by the {stage} stage")
     return saved
 
