@@ -3,7 +3,9 @@
 `metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split;
 prior_estimate / prior_true / prior_abs_error; and two ORACLE diagnostics that read true
 training labels, which the method never sees: pseudo_label_accuracy (PUPL labels vs the
-truth on U) and knn_accuracy (kNN of frozen encoder features with true labels).
+truth on U) and knn_accuracy (kNN of frozen encoder features with true labels), beside
+knn_accuracy_inputs, the same probe on the flattened inputs (evaluate.knn_inputs): the
+number a representation has to beat to have learned anything the pixels did not show.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from pucl.classify import PUClassifier  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
 from pucl.data.registry import unit_scale  # noqa: E402
 from pucl.errors import DataError  # noqa: E402
-from pucl.features import augmented_projections, embed, raw_projections  # noqa: E402
+from pucl.features import (  # noqa: E402
+    augmented_projections,
+    embed,
+    input_features,
+    raw_projections,
+)
 from pucl.metrics import (  # noqa: E402
     class_consistency,
     classification_metrics,
@@ -127,9 +134,13 @@ def run(ctx: StageContext) -> dict:
     if scored_u.any():
         metrics["pseudo_label_accuracy"] = float(
             (joined.loc[scored_u, "pseudo_label"] == joined.loc[scored_u, "y"]).mean())
-    if len(np.unique(train["y"].to_numpy()[known])) == 2:
-        metrics["knn_accuracy"] = knn_accuracy(f_train[known], train["y"].to_numpy()[known],
-                                               f_test, y_test, p.knn_k)
+    y_known = train["y"].to_numpy()[known]
+    if len(np.unique(y_known)) == 2:
+        metrics["knn_accuracy"] = knn_accuracy(f_train[known], y_known, f_test, y_test, p.knn_k)
+        if p.knn_inputs:
+            x_known = data.x_train[train["index"].to_numpy()[known]]
+            metrics["knn_accuracy_inputs"] = knn_accuracy(
+                input_features(x_known), y_known, input_features(x_test), y_test, p.knn_k)
 
     roc = roc_points(y_test, score)
     write_table(ctx.path("evaluate", "roc.csv"), pd.DataFrame(roc))

@@ -413,3 +413,32 @@ def test_sparsity_and_class_consistency_known_answers():
     assert feature_sparsity(f) == pytest.approx(7 / 12)  # zeros: 2 + 1 + 1 + 3
     # dim 0: one sample (class 0) -> 1; dim 1: both class 1 -> 1; dim 2: one of each -> 0.5
     assert class_consistency(f, labels) == pytest.approx((1 + 1 + 0.5) / 3)
+
+
+def test_knn_probe_against_a_cosine_vote_written_out():
+    from pucl.metrics import knn_accuracy
+
+    rng = np.random.default_rng(0)
+    train, test = rng.normal(size=(60, 5)), rng.normal(size=(25, 5))
+    y_train = (train[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
+    y_test = (test[:, 0] > 0).astype(int)
+    k = 7  # odd: no tied votes between two classes
+
+    def unit(a):
+        return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+    nearest = np.argsort(-(unit(test) @ unit(train).T), axis=1)[:, :k]
+    predicted = (y_train[nearest].mean(axis=1) > 0.5).astype(int)
+    expected = float((predicted == y_test).mean())
+    assert 0.0 < expected < 1.0  # a probe that is neither always right nor always wrong
+    assert knn_accuracy(train, y_train, test, y_test, k) == pytest.approx(expected)
+
+
+def test_input_features_are_the_encoder_input_flattened():
+    from pucl.features import input_features
+
+    images = np.array([[[[0, 255], [51, 102]]], [[[255, 255], [0, 0]]]], dtype=np.uint8)
+    expected = np.array([[-1.0, 1.0, -0.6, -0.2], [1.0, 1.0, -1.0, -1.0]], dtype=np.float32)
+    np.testing.assert_allclose(input_features(images), expected, atol=1e-6)
+    rows = np.array([[0.5, -3.0], [2.0, 7.0]], dtype=np.float32)  # tabular: unchanged
+    np.testing.assert_array_equal(input_features(rows), rows)

@@ -22,7 +22,8 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
 
     metrics = read_metrics(project)
     for key in ("accuracy", "f1", "precision", "recall", "roc_auc", "prior_estimate",
-                "prior_true", "prior_abs_error", "pseudo_label_accuracy", "knn_accuracy"):
+                "prior_true", "prior_abs_error", "pseudo_label_accuracy", "knn_accuracy",
+                "knn_accuracy_inputs"):
         assert key in metrics and math.isfinite(metrics[key]), key
         if key != "prior_abs_error":
             assert 0.0 <= metrics[key] <= 1.0, key

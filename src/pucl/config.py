@@ -217,6 +217,8 @@ class ClassifierParams(_Section):
 
 class EvaluateParams(_Section):
     knn_k: int = Field(20, ge=1)
+    knn_inputs: bool = Field(True, description="also run the kNN probe on the flattened "
+                             "inputs (knn_accuracy_inputs), the baseline for knn_accuracy")
     embedding: Literal["tsne", "pca"] = "tsne"
     embedding_points: int = Field(1000, ge=10)
     prototype_views: int = Field(4, ge=0, description="augmented views per test sample for "

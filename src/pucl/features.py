@@ -59,6 +59,13 @@ def augmented_projections(
     return torch.cat(out).numpy().astype(np.float32)
 
 
+def input_features(images: np.ndarray | torch.Tensor) -> np.ndarray:
+    """The encoder's input itself, flattened: float32 [n, prod(shape)] (for the kNN probe
+    a learned representation should beat)."""
+    x = normalize(to_unit_float(torch.as_tensor(images)))
+    return x.reshape(len(x), -1).numpy().astype(np.float32, copy=False)
+
+
 @torch.no_grad()
 def raw_projections(model: ContrastiveModel, images: np.ndarray | torch.Tensor,
                     device: torch.device | None = None, batch_size: int = 1024) -> np.ndarray:
