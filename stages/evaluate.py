@@ -1,7 +1,7 @@
 """Stage evaluate: test metrics, oracle diagnostics, ROC curve and embedding map.
 
 `metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split;
-prior_estimate / prior_true / prior_abs_error; and two ORACLE diagnostics that read true
+prior_estimate / prior_true / prior_abs_error; and ORACLE diagnostics that read true
 training labels, which the method never sees: pseudo_label_accuracy (PUPL labels vs the
 truth on U) and knn_accuracy (kNN of frozen encoder features with true labels), beside
 knn_accuracy_inputs, the same probe on the flattened inputs (evaluate.knn_inputs): the
