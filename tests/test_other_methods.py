@@ -225,50 +225,50 @@ def test_method_head_without_a_method_is_refused():
                       "classifier": {"objective": "method_head", "finetune_epochs": 2}})
 
 
-def _ssc_loss_by_hand(model, prototypes, x_l, u1, u2, weak, *, threshold: float,
-                      weight_labeled: float, weight_confident: float,
-                      weight_unconfident: float, weight_prototypes: float,
-                      temperature: float, proto_temperature: float,
-                      forced_negatives: int = 0) -> tuple[float, float]:
+def _ssc_loss_by_hand(model, prototypes, x_l, u1, u2, weak, settings,
+                      forced_negatives: int) -> tuple[float, float]:
     """Paper 003's eq. 5-9 written out: eq. 6 on the weak view, eq. 5 labels (unique
     ones for unconfident U), eq. 9 weights, eq. 8 over the batch plus both prototypes.
     `forced_negatives`: that many least positive U labelled negative (our PU variant).
     Returns (loss, confident share)."""
-    n_u = len(weak)
-    probs = torch.softmax(F.normalize(model(weak), dim=1) @ prototypes.T / proto_temperature,
-                          dim=1)
+    probs = torch.softmax(F.normalize(model(weak), dim=1) @ prototypes.T
+                          / settings.proto_temperature, dim=1)
     conf, guess = probs.max(dim=1)
-    confident = conf > threshold
-    y_u = torch.where(confident, guess, 2 + torch.arange(n_u))
-    if forced_negatives:
-        lowest = probs[:, 1].argsort()[:forced_negatives]
-        y_u[lowest] = 0
-        confident[lowest] = True
+    confident = conf > settings.threshold
+    y_u = torch.where(confident, guess, 2 + torch.arange(len(weak)))
+    lowest = probs[:, 1].argsort()[:forced_negatives]
+    y_u[lowest] = 0
+    confident[lowest] = True
     labels = torch.cat([torch.ones(len(x_l), dtype=torch.long), y_u, y_u,
                         torch.tensor([0, 1])])
-    w_u = torch.where(confident, weight_confident, weight_unconfident)
-    weights = torch.cat([torch.full((len(x_l),), weight_labeled), w_u, w_u,
-                         torch.full((2,), weight_prototypes)])
+    w_u = torch.where(confident, settings.weight_confident, settings.weight_unconfident)
+    weights = torch.cat([torch.full((len(x_l),), settings.weight_labeled), w_u, w_u,
+                         torch.full((2,), settings.weight_prototypes)])
     z = torch.cat([model(torch.cat([x_l, u1, u2])), prototypes])
-    loss = weighted_supcon(z, labels, weights, temperature).item()
+    loss = weighted_supcon(z, labels, weights, settings.temperature).item()
     return loss, float(confident.float().mean())
 
 
-def test_ssc_batch_composes_eq5_to_eq9():
+@pytest.mark.parametrize("seed, n_u, options, forced_negatives", [
+    # the paper's eq. 5-9 with unequal weights
+    (0, 3, {"threshold": 0.9, "weight_labeled": 2.0, "weight_prototypes": 3.0}, 0),
+    # with a prior: round((1 - 0.6) * 5) = 2 of the 5 least positive U forced negative;
+    # a mild prototype softmax (T' = 1, so p <= 0.89) leaves none confident on its own
+    (1, 5, {"threshold": 0.99, "proto_temperature": 1.0, "prior": 0.6}, 2),
+])
+def test_ssc_batch_composes_eq5_to_eq9(seed, n_u, options, forced_negatives):
     from pucl.ssc import SSCSettings, ssc_batch
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = torch.nn.Linear(4, 3)
     prototypes = F.normalize(torch.randn(2, 3), dim=1)
-    x_l, u1, u2, weak = (torch.randn(n, 4) for n in (2, 3, 3, 3))
-    settings = SSCSettings(1, 8, 1e-3, 0.0, temperature=0.5, proto_temperature=0.05,
-                           threshold=0.9, weight_labeled=2.0, weight_confident=1.0,
-                           weight_unconfident=0.5, weight_prototypes=3.0)
+    x_l, u1, u2, weak = (torch.randn(n, 4) for n in (2, n_u, n_u, n_u))
+    settings = SSCSettings(1, 8, 1e-3, 0.0, **{
+        "temperature": 0.5, "proto_temperature": 0.05, "weight_confident": 1.0,
+        "weight_unconfident": 0.5, **options})
     loss, share = ssc_batch(model, prototypes, x_l, u1, u2, weak, settings)
-    expected_loss, expected_share = _ssc_loss_by_hand(
-        model, prototypes, x_l, u1, u2, weak, threshold=0.9, weight_labeled=2.0,
-        weight_confident=1.0, weight_unconfident=0.5, weight_prototypes=3.0,
-        temperature=0.5, proto_temperature=0.05)
+    expected_loss, expected_share = _ssc_loss_by_hand(model, prototypes, x_l, u1, u2, weak,
+                                                      settings, forced_negatives)
     assert loss.item() == pytest.approx(expected_loss)
     assert share == pytest.approx(expected_share)
 
@@ -283,26 +283,6 @@ def test_prior_ranked_negatives_are_the_least_positive_share():
     assert prior_ranked_negatives(positive_prob, 1.0).all()
     with pytest.raises(ValueError, match="negative_share must be in"):
         prior_ranked_negatives(positive_prob, 1.5)
-
-
-def test_ssc_batch_with_a_prior_labels_the_least_positive_u_negative():
-    from pucl.ssc import SSCSettings, ssc_batch
-
-    torch.manual_seed(1)
-    model = torch.nn.Linear(4, 3)
-    prototypes = F.normalize(torch.randn(2, 3), dim=1)
-    x_l, u1, u2, weak = (torch.randn(n, 4) for n in (2, 5, 5, 5))
-    settings = SSCSettings(1, 8, 1e-3, 0.0, temperature=0.5, proto_temperature=0.05,
-                           threshold=0.99, weight_confident=1.0, weight_unconfident=0.5,
-                           prior=0.6)
-    loss, share = ssc_batch(model, prototypes, x_l, u1, u2, weak, settings)
-    # round((1 - 0.6) * 5) = 2 of the 5 unlabeled are forced negative
-    expected_loss, expected_share = _ssc_loss_by_hand(
-        model, prototypes, x_l, u1, u2, weak, threshold=0.99, weight_labeled=1.0,
-        weight_confident=1.0, weight_unconfident=0.5, weight_prototypes=1.0,
-        temperature=0.5, proto_temperature=0.05, forced_negatives=2)
-    assert loss.item() == pytest.approx(expected_loss)
-    assert share == pytest.approx(expected_share)
 
 
 def test_heads_survive_describe_and_rebuild():
