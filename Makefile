@@ -14,10 +14,20 @@ export OMP_WAIT_POLICY = PASSIVE
 
 setup: $(STAMP)
 
+# The registry's connection sometimes stalls mid-download for minutes (a CI run failed
+# that way): pip resumes a partial file within one attempt, and a fresh attempt after a
+# pause outlasts a longer outage. Downloads already finished come from pip's cache.
+PIP          = $(VENV)/bin/python -m pip
+UPGRADE_PIP  = $(PIP) install --quiet --retries 10 --upgrade "pip>=25.1"
+INSTALL_DEPS = $(PIP) install --quiet --retries 10 --resume-retries 20 -c constraints.txt -e '.[dev,bench]'
+retrying     = for pause in 30 90 270 none; do $(1) && break; \
+               test $$pause != none || { echo "install failed 4 times; giving up" >&2; exit 1; }; \
+               echo "install failed; retrying in $$pause s" >&2; sleep $$pause; done
+
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --upgrade "pip>=25"
-	$(VENV)/bin/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	$(call retrying,$(UPGRADE_PIP))
+	$(call retrying,$(INSTALL_DEPS))
 	touch $(STAMP)
 
 run: $(STAMP)  ## install, then run the whole pipeline on the embedded data
