@@ -111,7 +111,8 @@ def run(ctx: StageContext) -> dict:
     # the kNN diagnostic and the embedding map describe the pretrained representation;
     # the test scores come from the classifier's own (maybe fine-tuned) encoder
     f_test = embed(model, x_test, "encoder", device)
-    f_train = embed(model, data.x_train[train["index"].to_numpy()], "encoder", device)
+    x_train = data.x_train[train["index"].to_numpy()]
+    f_train = embed(model, x_train, "encoder", device)
     y_test = test["y"].to_numpy().astype(np.int64)
     score = head.positive_score(f_test if classifier_model is model else
                                 embed(classifier_model, x_test, "encoder", device))
@@ -138,9 +139,9 @@ def run(ctx: StageContext) -> dict:
     if len(np.unique(y_known)) == 2:
         metrics["knn_accuracy"] = knn_accuracy(f_train[known], y_known, f_test, y_test, p.knn_k)
         if p.knn_inputs:
-            x_known = data.x_train[train["index"].to_numpy()[known]]
             metrics["knn_accuracy_inputs"] = knn_accuracy(
-                input_features(x_known), y_known, input_features(x_test), y_test, p.knn_k)
+                input_features(x_train[known]), y_known, input_features(x_test), y_test,
+                p.knn_k)
 
     roc = roc_points(y_test, score)
     write_table(ctx.path("evaluate", "roc.csv"), pd.DataFrame(roc))
