@@ -33,14 +33,15 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)  ## install, then run the whole pipeline on the embedded data
 	$(VENV)/bin/pucl repro
 
-test: $(STAMP)  ## install, then run the fast test suite
+test: lint  ## install, then lint (ruff, import layers) and run the fast test suite
 	$(VENV)/bin/python -m pytest
 
-test-all: $(STAMP)  ## fast and slow tests
+test-all: lint  ## the same with the slow tests too
 	$(VENV)/bin/python -m pytest -m ""
 
 bench: $(STAMP)  ## speed and memory benchmarks (not tests); results in reports/benchmarks.md
 	$(VENV)/bin/python -m benchmarks
 
-lint: $(STAMP)
-	$(VENV)/bin/ruff check src stages flows tests benchmarks
+lint: $(STAMP)  ## ruff, and the import-linter contracts of pyproject.toml (the layers)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports --no-cache

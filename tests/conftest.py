@@ -55,7 +55,7 @@ def tracking_uri(tmp_path, monkeypatch) -> str:
 def make_project(dest: Path, params: dict | None = None) -> Path:
     """A throw-away copy of the project (code, dvc.yaml, tiny params) as a git + DVC repo."""
     dest.mkdir(parents=True)
-    for name in ("src", "stages", "flows", "dvc.yaml", ".dvcignore", "pyproject.toml",
+    for name in ("src", "dvc.yaml", ".dvcignore", "pyproject.toml",
                  "prefect.yaml"):
         src = ROOT / name
         if src.is_dir():
@@ -74,7 +74,7 @@ def make_project(dest: Path, params: dict | None = None) -> Path:
 
 
 def python_path() -> str:
-    """PATH with this interpreter first: DVC stages run `python -m stages.<name>`."""
+    """PATH with this interpreter first: DVC stages run `python -m pucl.stages <name>`."""
     return f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import yaml
 
-STAGES = ("build_split", "estimate_prior", "pretrain", "pupl_label", "train_classifier",
-          "evaluate")
+from pucl.stages import STAGES as PIPELINE_STAGES
+
+STAGES = tuple(PIPELINE_STAGES)  # the one list lives in pucl.stages
 
 
 def run(cmd: list[str], cwd: Path, check: bool = True, env: dict | None = None):
@@ -28,7 +29,7 @@ def dvc(project: Path, *args: str, check: bool = True):
 
 
 def stage(project: Path, name: str, check: bool = True, env: dict | None = None):
-    return run([sys.executable, "-m", f"stages.{name}"], project, check, env)
+    return run([sys.executable, "-m", "pucl.stages", name], project, check, env)
 
 
 def declared_outputs(project: Path) -> dict[str, set[str]]:

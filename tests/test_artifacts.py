@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from pucl.classify import LinearHead
+from pucl.artifacts import load_head
+from pucl.classify.base import LinearHead
 from pucl.classify.heads import describe
 from pucl.errors import DataError
-from stages._artifacts import load_head
 
 
 def _head() -> LinearHead:

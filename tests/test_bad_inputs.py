@@ -19,7 +19,7 @@ PUCL = [sys.executable, "-m", "pucl.cli"]
 
 
 def _stage(name: str) -> list[str]:
-    return [sys.executable, "-m", f"stages.{name}"]
+    return [sys.executable, "-m", "pucl.stages", name]
 
 
 @dataclass

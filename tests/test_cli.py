@@ -106,8 +106,8 @@ def test_bench_refuses_bad_presets_in_one_line(project, args, message):
 
 def test_every_preset_is_a_valid_sweep_of_valid_params():
     from pucl.data import DATASETS
+    from pucl.stages.runner import resolve_params
     from pucl.sweep import expand, load_sweep
-    from stages.runner import resolve_params
 
     presets = sorted((ROOT / "params" / "presets").glob("*.yaml"))
     assert presets

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from pucl.classify import FinetuneSettings, LinearHead, finetune
+from pucl.classify.base import LinearHead
+from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.data.augment import AffineJitter, normalize, to_unit_float
 from pucl.models import make_encoder
 from tests.conftest import make_project, tiny_params
@@ -50,7 +51,7 @@ def random_start(x):
 
 
 def test_finetuning_learns_what_a_head_on_frozen_random_features_misses():
-    from pucl.classify import LinearSettings, train_linear_head
+    from pucl.classify.linear import LinearSettings, train_linear_head
 
     rng = np.random.default_rng(0)
     x, y = corner_images(1200, rng)
@@ -83,7 +84,7 @@ def test_finetune_refuses_incomplete_arguments():
 
 
 def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):
-    from stages._artifacts import load_classifier_model, load_head, load_model
+    from pucl.artifacts import load_classifier_model, load_head, load_model
 
     params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
                                      "finetune_epochs": 1},

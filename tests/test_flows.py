@@ -68,7 +68,7 @@ def artifact_paths(client: MlflowClient, run_id: str, path: str | None = None) -
 @pytest.fixture(scope="module")
 def executions(env, harness):
     """The same tiny params run twice: by plain `dvc repro` and by the pipeline flow."""
-    from flows.pipeline import pipeline
+    from pucl.flows.pipeline import pipeline
 
     dvc(env["root"], "repro")
     summary = pipeline(run_name="flow-run", project=str(env["root"]), progress=False)
@@ -138,8 +138,8 @@ def test_logged_classifier_reproduces_the_stage_outputs(env, executions):
     loaded from the stage files."""
     import mlflow.pytorch
 
-    from pucl.classify import PUClassifier
-    from stages._artifacts import load_head, load_model
+    from pucl.artifacts import load_head, load_model
+    from pucl.classify.deployable import PUClassifier
 
     client = env["client"]
     parent = runs(client, "tags.kind = 'pipeline' and tags.entry = 'prefect'")[0]
@@ -160,7 +160,7 @@ def _champion(client: MlflowClient, name: str) -> str:
 
 
 def test_retrain_moves_the_champion_only_on_improvement(env, executions):
-    from flows.retrain import retrain
+    from pucl.flows.retrain import retrain
 
     client, name = env["client"], "pucl-test-retrain"
     weak = {"tracking.registered_model": name, "pretrain.epochs": 1, "classifier.epochs": 1,
@@ -189,7 +189,7 @@ def test_retrain_moves_the_champion_only_on_improvement(env, executions):
 def test_sweep_runs_every_point_and_compares_them(env, executions):
     from prefect.task_runners import ProcessPoolTaskRunner
 
-    from flows.sweep import sweep
+    from pucl.flows.sweep import sweep
 
     spec = {"name": "tiny", "seeds": [0, 1], "grid": {"split.n_p": [100, 200]},
             "set": {"pretrain.epochs": 1}}
@@ -261,7 +261,7 @@ def test_sweep_on_an_existing_dask_cluster(env, executions):
     from distributed import LocalCluster
     from prefect_dask import DaskTaskRunner
 
-    from flows.sweep import sweep
+    from pucl.flows.sweep import sweep
 
     spec = {"name": "dask", "seeds": [0], "grid": {"pretrain.loss": ["sscl"]},
             "set": {"pretrain.epochs": 1}}
@@ -275,7 +275,7 @@ def test_sweep_on_an_existing_dask_cluster(env, executions):
 
 
 def test_failed_data_contract_stops_the_flow(env, executions):
-    from flows.pipeline import pipeline
+    from pucl.flows.pipeline import pipeline
     from pucl.validation import ValidationFailed
 
     with pytest.raises(ValidationFailed, match="validation suite 'pseudo_labels' failed"):
@@ -296,7 +296,7 @@ def test_unreachable_tracking_server_still_completes_and_says_so_once(env, execu
                                                                        monkeypatch, capfd):
     import socket
 
-    from flows.pipeline import pipeline
+    from pucl.flows.pipeline import pipeline
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -344,7 +344,7 @@ def test_prefect_yaml_deployments_point_at_real_flows(env):
     from prefect.client.schemas.schedules import CronSchedule
     from prefect.flows import load_flow_from_entrypoint
 
-    from stages.runner import resolve_params
+    from pucl.stages.runner import resolve_params
 
     spec = yaml.safe_load((env["root"] / "prefect.yaml").read_text())
     assert spec["deployments"]
@@ -360,8 +360,8 @@ def test_prefect_yaml_deployments_point_at_real_flows(env):
 def test_only_transient_errors_are_retried():
     from prefect.states import Failed
 
-    from flows._tasks import STAGE_RETRIES, retry_if_transient, stage_task
     from pucl.errors import DataError
+    from pucl.flows._tasks import STAGE_RETRIES, retry_if_transient, stage_task
     from pucl.validation import ValidationFailed
     from pucl.validation.engine import SuiteReport
 

@@ -286,7 +286,7 @@ def test_prior_ranked_negatives_are_the_least_positive_share():
 
 
 def test_heads_survive_describe_and_rebuild():
-    from pucl.classify import LinearHead
+    from pucl.classify.base import LinearHead
     from pucl.classify.heads import describe, rebuild
     from pucl.classify.prototype import PrototypeHead
 
@@ -326,9 +326,9 @@ def _accuracy_recomputed(project, head) -> float:
     """Test accuracy of `head` on the pretrained encoder, from the raw digits."""
     import pandas as pd
 
+    from pucl.artifacts import load_model
     from pucl.data import load_dataset
     from pucl.data.augment import normalize, to_unit_float
-    from stages._artifacts import load_model
 
     manifest = pd.read_parquet(project / "data/split/manifest.parquet")
     test = manifest[manifest["split"] == "test"]
@@ -351,7 +351,7 @@ def _accuracy_recomputed(project, head) -> float:
 ])
 def test_methods_run_through_the_stages_and_evaluate_scores_their_classifier(
         tmp_path, tracking_uri, monkeypatch, method, pretrain, head_type, floor):
-    from stages._artifacts import load_head, load_method_head
+    from pucl.artifacts import load_head, load_method_head
     from tests.helpers import read_metrics
 
     monkeypatch.setenv("PUCL_ROOT", str(tmp_path / "proj"))

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from pucl.classify import LinearSettings, pu_risk, train_linear_head, train_pu_head
+from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
+from pucl.classify.pu_risk import pu_risk
 
 
 def naive_risks(t_p, t_u, prior):

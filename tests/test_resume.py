@@ -78,7 +78,7 @@ def test_sigkill_mid_epoch_then_rerun_reaches_the_uninterrupted_metrics(project)
         stage(project, name)
     checkpoint = project / "data/pretrain/checkpoint.pt"
 
-    proc = subprocess.Popen([sys.executable, "-m", "stages.pretrain"], cwd=project,
+    proc = subprocess.Popen([sys.executable, "-m", "pucl.stages", "pretrain"], cwd=project,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env=os.environ.copy())
     deadline, epoch = time.monotonic() + 300, 0
@@ -114,7 +114,7 @@ def test_pretrain_fingerprint_covers_every_module_that_shapes_training():
     """A change to any of these must invalidate checkpoints and cached encoders."""
     from pathlib import Path
 
-    from stages.pretrain import TRAINING_CODE
+    from pucl.stages.pretrain import TRAINING_CODE
 
     src = Path(__file__).resolve().parents[1] / "src" / "pucl"
     shaping = {"pucl.data.augment", "pucl.pretraining", "pucl.ncpu", "pucl.ssc",

@@ -166,7 +166,7 @@ def test_pretraining_fingerprint_follows_the_training_inputs_content(project):
     import torch
 
     from pucl.config import load_params
-    from stages.pretrain import fingerprint
+    from pucl.stages.pretrain import fingerprint
 
     ctx = SimpleNamespace(params=load_params(project / "params.yaml"))
     manifest = pd.DataFrame({"index": [0, 1], "split": "train", "pu": [1, 0],

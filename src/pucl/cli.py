@@ -73,7 +73,7 @@ def repro(
         _fail(f"no dvc.yaml in {root} or its parents: run pucl inside the project")
     try:  # refuse before DVC deletes any stage output
         params = load_params(root / "params.yaml")
-        from stages._common import check_inputs
+        from pucl.stages.preflight import check_inputs
 
         check_inputs(params, root)
     except PuclError as exc:
@@ -83,7 +83,7 @@ def repro(
 
     uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
     cmd = [sys.executable, "-m", "dvc", "repro", *(["--force"] if force else []), *(stages or [])]
-    from stages._common import pipeline_run
+    from pucl.stages._harness import pipeline_run
 
     with pipeline_run(params, "pipeline (pucl repro)", "repro") as parent:
         parent.log_artifact(root / "params.yaml")
@@ -144,8 +144,8 @@ def ablate(
     get the true prior of U (oracle), so the table isolates the objectives from
     prior-estimation error."""
     from pucl.losses import LOSSES
+    from pucl.reporting import ablation_tables
     from pucl.sweep import parse_sweep
-    from stages.summaries import ablation_tables
 
     root = _project()
     names = [v.strip() for v in losses.split(",") if v.strip()]
@@ -154,7 +154,7 @@ def ablate(
         _fail(f"unknown loss {unknown[0]!r} (allowed: {', '.join(sorted(LOSSES))})")
     # One sweep: objective x n_p x seed. The oracle prior is ignored by prior-free losses.
     try:
-        from flows.sweep import validate_points
+        from pucl.flows.sweep import validate_points
 
         spec = parse_sweep({
             "name": "ablation", "seeds": _ints(seeds),
@@ -166,7 +166,7 @@ def ablate(
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
     _prefect_env()
-    from flows.sweep import sweep as sweep_flow
+    from pucl.flows.sweep import sweep as sweep_flow
 
     result = _run_flow(lambda: sweep_flow(spec=spec.model_dump(), project=str(root)))
     rows = []
@@ -179,7 +179,7 @@ def ablate(
                      "accuracy": metrics["accuracy"],
                      "pretrain_seconds": point["pretrain_seconds"]})
     markdown, table = ablation_tables(rows, epochs=epochs)
-    from stages._common import atomic_path, write_table
+    from pucl.io import atomic_path, write_table
 
     target = root / report_dir
     write_table(target / "ablation.csv", table)
@@ -204,12 +204,12 @@ def _project() -> Path:
 def _validated_overrides(root: Path, assignments: list[str] | None) -> dict:
     """Parse --set values and validate params.yaml with them, before any work starts."""
     from pucl.config import parse_assignments
-    from stages.runner import resolve_params
+    from pucl.stages.runner import resolve_params
 
     try:
         overrides = parse_assignments(assignments or [])
         params = resolve_params(root, overrides)
-        from stages._common import check_inputs
+        from pucl.stages.preflight import check_inputs
 
         check_inputs(params, root)
     except PuclError as exc:
@@ -235,7 +235,7 @@ def _prefect_env() -> None:
 def _run_flow(call):
     """Run a flow against one Prefect API; user errors raised inside it become one line
     and exit 2."""
-    from flows._server import prefect_api
+    from pucl.flows._server import prefect_api
 
     try:
         with prefect_api():
@@ -267,7 +267,7 @@ def run_cmd(
     root = _project()
     overrides = _validated_overrides(root, set_)
     _prefect_env()
-    from flows.pipeline import pipeline
+    from pucl.flows.pipeline import pipeline
 
     summary = _run_flow(lambda: pipeline(overrides=overrides, run_name=name,
                                          project=str(root), progress=progress))
@@ -299,7 +299,7 @@ def serve(
     root = _project()
     overrides = _validated_overrides(root, set_)
     _prefect_env()
-    from flows.retrain import retrain
+    from pucl.flows.retrain import retrain
 
     out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
     _run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
@@ -344,7 +344,7 @@ def _run_sweep(spec, workers: int, runner: str, address: str | None, by: list[st
         _fail(f"invalid --runner {runner!r} (allowed: {', '.join(RUNNERS)})")
     root = _project()
     try:
-        from flows.sweep import validate_points
+        from pucl.flows.sweep import validate_points
 
         points = validate_points(spec, root)
     except PuclError as exc:
@@ -359,7 +359,7 @@ def _run_sweep(spec, workers: int, runner: str, address: str | None, by: list[st
                   "settings; use --runner processes for reproducible parallel points")
     spec = spec.model_copy(update={"set": fixed})
     _prefect_env()
-    from flows.sweep import sweep as sweep_flow
+    from pucl.flows.sweep import sweep as sweep_flow
 
     task_runner = _task_runner(runner, workers, address)
     err.print(f"pucl: sweep {spec.name}: {len(points)} points, runner "
@@ -473,8 +473,8 @@ def compare(
 ) -> None:
     """Compare finished pipeline runs: params that differ, key test metrics, and accuracy
     against gamma = n_p / n_u per objective (logged to the sweep's parent run)."""
-    from stages.comparison import compare_runs, find_sweep, pipeline_runs
-    from stages.runner import resolve_params
+    from pucl.comparison import compare_runs, find_sweep, pipeline_runs
+    from pucl.stages.runner import resolve_params
 
     root = _project()
     try:

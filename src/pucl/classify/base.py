@@ -1,5 +1,6 @@
 """What every classifier head shares: it maps encoder features to two logits
-[negative, positive], and scores follow from those."""
+[negative, positive], and scores follow from those. LinearHead lives here, apart from its
+training code, so that loading a head never imports the PU risks."""
 
 from __future__ import annotations
 
@@ -20,3 +21,17 @@ class TwoClassHead(nn.Module):
         self.eval()
         logits = self(torch.as_tensor(features, dtype=torch.float32))
         return torch.softmax(logits, dim=1)[:, 1].numpy()
+
+
+class LinearHead(TwoClassHead):
+    """Standardise features with statistics of the training rows, then one linear layer
+    producing two logits."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(dim))
+        self.register_buffer("scale", torch.ones(dim))
+        self.linear = nn.Linear(dim, 2)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.linear((h - self.mean) / self.scale)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from pucl.classify.linear import LinearHead
+from pucl.classify.base import LinearHead
 from pucl.classify.prototype import PrototypeHead
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from pucl.classify.base import TwoClassHead
+from pucl.classify.base import LinearHead
 from pucl.classify.pu_risk import pu_risk
 
 
@@ -21,20 +21,6 @@ class LinearSettings:
     lr: float
     weight_decay: float
     batch_size: int
-
-
-class LinearHead(TwoClassHead):
-    """Standardise features with statistics of the training rows, then one linear layer
-    producing two logits."""
-
-    def __init__(self, dim: int):
-        super().__init__()
-        self.register_buffer("mean", torch.zeros(dim))
-        self.register_buffer("scale", torch.ones(dim))
-        self.linear = nn.Linear(dim, 2)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return self.linear((h - self.mean) / self.scale)
 
 
 def _standardised_head(x: torch.Tensor, settings: LinearSettings

@@ -11,8 +11,8 @@ import pandas as pd
 
 from pucl import tracking
 from pucl.errors import PuclError
+from pucl.io import atomic_path, save_figure, write_table
 from pucl.reporting import comparison_table, gamma_figure, runs_frame, to_markdown, with_std
-from stages._common import atomic_path, save_figure, write_table
 
 
 class NotFound(PuclError):

@@ -17,12 +17,13 @@ import sys
 import numpy as np
 import pandas as pd
 
+from pucl.artifacts import load_model
 from pucl.features import embed
+from pucl.io import write_json, write_table
 from pucl.pupl import pseudo_label
 from pucl.runtime import resolve_device
+from pucl.stages._context import StageContext
 from pucl.validation import suites
-from stages._artifacts import load_model
-from stages._common import StageContext, main_for, write_json, write_table
 
 NAME = "pupl_label"
 
@@ -70,10 +71,3 @@ def run(ctx: StageContext) -> dict:
     return {k: v for k, v in summary.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
-
-def main() -> None:
-    main_for(NAME, run)
-
-
-if __name__ == "__main__":
-    main()

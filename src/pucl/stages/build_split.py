@@ -13,8 +13,9 @@ import pandas as pd
 from pucl.data.registry import dataset_spec
 from pucl.data.split import given_pu_split, make_pu_split
 from pucl.errors import ParamsError
+from pucl.io import write_json, write_table
+from pucl.stages._context import StageContext
 from pucl.validation import suites
-from stages._common import StageContext, main_for, write_json, write_table
 
 NAME = "build_split"
 
@@ -72,10 +73,3 @@ def run(ctx: StageContext) -> dict:
     ctx.run.log_artifact(ctx.path("split", "manifest.parquet"))
     return {k: v for k, v in summary.items() if isinstance(v, (int, float))}
 
-
-def main() -> None:
-    main_for(NAME, run)
-
-
-if __name__ == "__main__":
-    main()

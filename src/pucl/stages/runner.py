@@ -7,6 +7,7 @@ that several configurations never share (or lock) the DVC workspace.
 
 from __future__ import annotations
 
+import importlib
 import re
 import time
 from collections.abc import Callable
@@ -17,20 +18,14 @@ from typing import Any
 import yaml
 
 from pucl.config import Params, apply_overrides, parse_params, read_yaml_mapping
-from stages import (
-    STAGES,
-    build_split,
-    estimate_prior,
-    evaluate,
-    pretrain,
-    pupl_label,
-    train_classifier,
-)
-from stages._common import atomic_path, execute, pipeline_run
+from pucl.io import atomic_path
+from pucl.stages import STAGES
+from pucl.stages._harness import execute, pipeline_run
 
-RUNS = {"build_split": build_split.run, "estimate_prior": estimate_prior.run,
-        "pretrain": pretrain.run, "pupl_label": pupl_label.run,
-        "train_classifier": train_classifier.run, "evaluate": evaluate.run}
+
+def stage_function(stage: str) -> Callable[..., dict]:
+    """The `run(ctx)` of a stage module (imported on first use: each pulls in torch)."""
+    return importlib.import_module(f"pucl.stages.{stage}").run
 
 # (stage, params, workdir, progress, parent_run_id) -> stage metrics
 StageCall = Callable[[str, Params, Path, bool, "str | None"], dict]
@@ -98,7 +93,7 @@ def write_snapshot(params: Params, workdir: Path) -> None:
 
 def call_stage(stage: str, params: Params, workdir: Path, progress: bool,
                parent_run_id: str | None) -> dict:
-    return execute(stage, RUNS[stage], params, workdir, progress, parent_run_id)
+    return execute(stage, stage_function(stage), params, workdir, progress, parent_run_id)
 
 
 def run_pipeline(params: Params, workdir: Path, name: str, tags: dict | None = None,

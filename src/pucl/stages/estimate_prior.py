@@ -13,8 +13,9 @@ import numpy as np
 
 from pucl.data.registry import unit_scale
 from pucl.errors import DataError, ParamsError
+from pucl.io import write_json
 from pucl.prior import estimate_prior, prepare_features
-from stages._common import StageContext, main_for, write_json
+from pucl.stages._context import StageContext
 
 NAME = "estimate_prior"
 
@@ -60,10 +61,3 @@ def run(ctx: StageContext) -> dict:
     return {k: v for k, v in report.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
-
-def main() -> None:
-    main_for(NAME, run)
-
-
-if __name__ == "__main__":
-    main()

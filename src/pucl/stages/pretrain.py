@@ -43,19 +43,14 @@ import pucl.training_loop as training_loop_module  # noqa: E402
 from pucl.classify.heads import describe  # noqa: E402
 from pucl.classify.prototype import PrototypeHead  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
+from pucl.io import atomic_path, save_figure, write_table
 from pucl.losses import PRIOR_LOSSES, make_loss  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
 from pucl.ncpu import NcPUNetwork, NcPUSettings, train_ncpu  # noqa: E402
 from pucl.pretraining import EpochStats, PretrainSettings, train_contrastive  # noqa: E402
 from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
 from pucl.ssc import SSCSettings, train_ssc  # noqa: E402
-from stages._common import (  # noqa: E402
-    StageContext,
-    atomic_path,
-    main_for,
-    save_figure,
-    write_table,
-)
+from pucl.stages._context import StageContext
 
 NAME = "pretrain"
 
@@ -256,10 +251,3 @@ def run(ctx: StageContext) -> dict:
             **({"loss_prior": prior_used} if prior_used is not None else {}),
             "images_per_s": float(steady.median()), "train_seconds": float(frame["seconds"].sum())}
 
-
-def main() -> None:
-    main_for(NAME, run)
-
-
-if __name__ == "__main__":
-    main()

@@ -14,29 +14,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pucl.classify import (
-    PU_RISKS,
-    FinetuneSettings,
-    LinearSettings,
-    finetune,
-    train_linear_head,
-    train_pu_head,
-)
+from pucl.artifacts import load_method_head, load_model
+from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.classify.heads import describe
+from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
+from pucl.classify.pu_risk import PU_RISKS
 from pucl.data.augment import make_augment
 from pucl.errors import DataError
 from pucl.features import embed
+from pucl.io import atomic_path, read_table, write_json, write_table
 from pucl.runtime import resolve_device, seeded_generator
-from stages._artifacts import load_method_head, load_model
-from stages._common import (
-    LABEL_COLUMNS,
-    StageContext,
-    atomic_path,
-    main_for,
-    read_table,
-    write_json,
-    write_table,
-)
+from pucl.stages._context import LABEL_COLUMNS, StageContext
 
 NAME = "train_classifier"
 
@@ -119,10 +107,3 @@ def run(ctx: StageContext) -> dict:
         metrics["classifier_prior"] = summary["prior"]
     return metrics
 
-
-def main() -> None:
-    main_for(NAME, run)
-
-
-if __name__ == "__main__":
-    main()

@@ -12,8 +12,8 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows._tasks import prefect_stage_call, project_dir
-from stages.runner import (
+from pucl.flows._tasks import prefect_stage_call, project_dir
+from pucl.stages.runner import (
     default_run_name,
     resolve_params,
     run_directory,

@@ -10,7 +10,7 @@ from prefect.cache_policies import NO_CACHE
 
 from pucl.config import Params
 from pucl.errors import PuclError
-from stages.runner import call_stage
+from pucl.stages.runner import call_stage
 
 STAGE_RETRIES = 2
 

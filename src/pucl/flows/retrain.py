@@ -13,10 +13,10 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows._tasks import project_dir
-from flows.pipeline import pipeline
 from pucl import tracking
-from stages.runner import resolve_params
+from pucl.flows._tasks import project_dir
+from pucl.flows.pipeline import pipeline
+from pucl.stages.runner import resolve_params
 
 CHAMPION = "champion"
 

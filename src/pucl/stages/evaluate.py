@@ -19,7 +19,8 @@ import pandas as pd  # noqa: E402
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.manifold import TSNE  # noqa: E402
 
-from pucl.classify import PUClassifier  # noqa: E402
+from pucl.artifacts import load_classifier_model, load_head, load_model  # noqa: E402
+from pucl.classify.deployable import PUClassifier  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
 from pucl.data.registry import unit_scale  # noqa: E402
 from pucl.errors import DataError  # noqa: E402
@@ -29,6 +30,7 @@ from pucl.features import (  # noqa: E402
     input_features,
     raw_projections,
 )
+from pucl.io import read_table, save_figure, write_json, write_table
 from pucl.metrics import (  # noqa: E402
     class_consistency,
     classification_metrics,
@@ -38,17 +40,8 @@ from pucl.metrics import (  # noqa: E402
     roc_points,
 )
 from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
+from pucl.stages._context import LABEL_COLUMNS, StageContext
 from pucl.validation import suites  # noqa: E402
-from stages._artifacts import load_classifier_model, load_head, load_model  # noqa: E402
-from stages._common import (
-    LABEL_COLUMNS,  # noqa: E402
-    StageContext,
-    main_for,
-    read_table,
-    save_figure,
-    write_json,
-    write_table,
-)
 
 NAME = "evaluate"
 
@@ -172,10 +165,3 @@ def run(ctx: StageContext) -> dict:
                               example)
     return metrics
 
-
-def main() -> None:
-    main_for(NAME, run)
-
-
-if __name__ == "__main__":
-    main()

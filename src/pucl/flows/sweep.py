@@ -18,19 +18,19 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
-from flows._tasks import project_dir, retry_if_transient
 from pucl import tracking
+from pucl.comparison import compare_runs, pipeline_runs
 from pucl.errors import ParamsError, PuclError
-from pucl.sweep import SweepPoint, SweepSpec, expand, parse_sweep
-from stages._common import check_inputs
-from stages.comparison import compare_runs, pipeline_runs
-from stages.runner import (
+from pucl.flows._tasks import project_dir, retry_if_transient
+from pucl.stages.preflight import check_inputs
+from pucl.stages.runner import (
     read_raw_params,
     resolve_params,
     run_directory,
     run_pipeline,
     safe_name,
 )
+from pucl.sweep import SweepPoint, SweepSpec, expand, parse_sweep
 
 
 class SweepFailed(RuntimeError):

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from pucl.classify import LinearHead
+from pucl.classify.base import LinearHead
 from pucl.classify.heads import rebuild
 from pucl.errors import DataError
 from pucl.models import ContrastiveModel

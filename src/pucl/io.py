@@ -1,0 +1,96 @@
+"""Writing and reading pipeline files safely: every output is written to a temporary file
+beside its target and renamed over it only when complete, so a crash or a bad input never
+leaves a half-written or corrupted file behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pucl.errors import DataError
+
+
+def read_table(path: Path, columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A stage's table input, with the columns the reader relies on."""
+    try:
+        frame = pd.read_parquet(path)
+    except FileNotFoundError:
+        raise DataError(f"missing input {path}: run the stage that writes it first "
+                        "(pucl repro)") from None
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise DataError(f"cannot read {path}: {type(exc).__name__}: {first}") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path} lacks the columns {missing} (has {list(frame.columns)}): "
+                        "rerun the stage that writes it")
+    return frame
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it over `path` only on success, so a
+    crash never leaves a half-written output."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def write_json(path: Path, data: dict) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(_jsonable(data), indent=2, sort_keys=True) + "\n")
+
+
+def write_table(path: Path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        if path.suffix == ".csv":
+            frame.to_csv(tmp, index=False)
+        else:
+            frame.to_parquet(tmp, index=False)
+
+
+def save_figure(path: Path, fig) -> None:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip("."), dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def read_json(path: Path) -> dict:
+    """A stage's JSON input, or a one-line error naming the file."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DataError(f"missing input {path}: run the stage that writes it first "
+                        "(pucl repro)") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"input {path} is not valid JSON: {exc}") from None

@@ -1,0 +1,75 @@
+"""Checks that need the data, run before any stage output is touched (`pucl repro`,
+`check`, `run`, `sweep`): so a typo or an impossible setting never costs the last results."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+from pucl.config import Params
+from pucl.data import check_task, get_task, load_dataset
+from pucl.errors import DataError, ParamsError
+from pucl.stages._context import data_path
+
+
+@functools.lru_cache(maxsize=8)
+def _training_labels(dataset: str, data_root: str, test_fraction: float, seed: int,
+                     download: bool, path: str | None
+                     ) -> tuple[np.ndarray, tuple[int, ...], np.ndarray | None]:
+    """Labels, input shape and given PU labels of the training data (cached: a sweep
+    checks every point)."""
+    data = load_dataset(dataset, root=data_root, test_fraction=test_fraction, seed=seed,
+                        download=download, path=path)
+    return data.y_train, tuple(data.image_shape), data.pu_train
+
+
+@functools.lru_cache(maxsize=8)
+def _encoder_fits(encoder: str, shape: tuple[int, ...], proj_hidden: int, proj_dim: int
+                  ) -> str | None:
+    """None when the model takes images of this shape, else why not."""
+    import torch
+
+    from pucl.models import ContrastiveModel
+
+    try:
+        model = ContrastiveModel(encoder, shape, proj_hidden, proj_dim).eval()
+        with torch.no_grad():
+            model(torch.zeros(2, *shape))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+    return None
+
+
+def check_inputs(params: Params, root: Path) -> None:
+    """Rules that need the data, checked before any stage output is touched (pucl repro,
+    check, run, sweep): the data loads, n_p fits the task's positives, the encoder fits
+    the image shape."""
+    check_task(params.data.dataset, params.data.task)
+    y_train, shape, given_pu = _training_labels(
+        params.data.dataset, str(root / params.paths.data_root), params.data.test_fraction,
+        params.data.seed, params.data.download, data_path(params, root))
+    task = get_task(params.data.task)
+    kept = y_train[task.keep(y_train)]
+    positives = int(task.binarize(kept).sum())
+    if given_pu is not None:  # bring your own: the file's PU labels replace split.n_p
+        if params.split.prior is not None:
+            raise ParamsError(f"split.prior = {params.split.prior} needs true labels for "
+                              f"every row; dataset '{params.data.dataset}' gives its own PU "
+                              "split (allowed: null)")
+    elif positives == 0:
+        raise DataError(f"the {params.data.dataset} training data holds no positive of task "
+                        f"{params.data.task}: nothing can be labelled")
+    elif params.split.n_p > positives:
+        raise ParamsError(f"split.n_p = {params.split.n_p} exceeds the {positives} positives "
+                          f"of task {params.data.task} in the {params.data.dataset} training "
+                          f"data (allowed: 1 to {positives})")
+    elif params.split.scenario == "single_dataset" and params.split.n_p >= len(kept):
+        raise DataError(f"split.n_p = {params.split.n_p} labels every training row: with "
+                        "scenario single_dataset the unlabeled set U would be empty")
+    p = params.pretrain
+    problem = _encoder_fits(p.encoder, shape, p.proj_hidden, p.proj_dim)
+    if problem:
+        raise ParamsError(f"pretrain.encoder = {p.encoder!r} does not fit "
+                          f"{params.data.dataset} images of shape {list(shape)} ({problem})")

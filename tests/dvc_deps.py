@@ -1,0 +1,57 @@
+"""The code half of each stage's `deps:` in dvc.yaml, derived from what the stage imports.
+
+A stage's code deps are the project files a fresh interpreter loads for
+`import pucl.stages.<name>`, less the two package markers every stage shares. The harness
+around the stages (MLflow tracking, error exits: `pucl.stages._harness`) is not among them,
+since it cannot change a stage's outputs. `python -m tests.dvc_deps` rewrites the lists in
+dvc.yaml in place (comments kept); tests/test_dvc_yaml.py fails when they drift.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from pucl.stages import STAGES
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_MARKERS = {"src/pucl/__init__.py", "src/pucl/stages/__init__.py"}
+_LIST = ("import importlib, os, sys; importlib.import_module('pucl.stages.{name}'); "
+         "print('\\n'.join(os.path.relpath(m.__file__) for n, m in list(sys.modules.items()) "
+         "if n.split('.')[0] == 'pucl' and getattr(m, '__file__', None)))")
+
+
+def code_deps(name: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-c", _LIST.format(name=name)], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.split()
+    return sorted(set(out) - PACKAGE_MARKERS)
+
+
+def rewrite(text: str, deps: dict[str, list[str]]) -> str:
+    """dvc.yaml with each stage's code deps replaced (its data deps, `${...}`, kept)."""
+    lines, out, stage, in_deps = text.splitlines(), [], None, False
+    for line in lines:
+        header = re.match(r"^  ([a-z_]+):", line)
+        if header:
+            stage = header.group(1)
+        if in_deps and not line.startswith("      - "):
+            out.extend(f"      - {path}" for path in deps[stage])
+            in_deps = False
+        if in_deps and "${" not in line:
+            continue  # an old code dep
+        out.append(line)
+        if line == "    deps:" and stage in deps:
+            in_deps = True
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    path = ROOT / "dvc.yaml"
+    path.write_text(rewrite(path.read_text(), {name: code_deps(name) for name in STAGES}))
+    print(f"rewrote the code deps of {len(STAGES)} stages in {path}")
+
+
+if __name__ == "__main__":
+    main()
