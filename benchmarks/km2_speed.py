@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--params", default="params.yaml")
     args = parser.parse_args()
-    prior = yaml.safe_load(Path(args.params).read_text())["prior"]
+    prior = yaml.safe_load(Path(args.params).read_text())["prior"]["km"]
     mix, comp, true_prior = mnist_inputs(args.n, args.seed)
     print(f"KM2 on {len(mix):,d} + {len(comp):,d} points x {mix.shape[1]} dims "
           f"(MNIST-I, true prior {true_prior:.4f})", flush=True)

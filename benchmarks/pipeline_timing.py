@@ -22,9 +22,9 @@ from pathlib import Path
 
 import yaml
 
+from pucl.stages import STAGES
+
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("build_split", "estimate_prior", "pretrain", "pupl_label", "train_classifier",
-          "evaluate")
 
 
 def fresh_copy(dest: Path, overrides: list[str]) -> dict[str, str]:

@@ -25,9 +25,9 @@ TINY_PARAMS = {
     # off, so that reruns really retrain (determinism tests); test_stages turns it on
     "paths": {"pretrain_cache": None},
     "split": {"n_p": 200},
-    "prior": {"max_per_side": 300, "bandwidth_multipliers": [0.3162, 0.5623, 1.0]},
+    "prior": {"km": {"max_per_side": 300, "bandwidth_multipliers": [0.3162, 0.5623, 1.0]}},
     "pretrain": {"epochs": 2, "batch_size": 256},
-    "pupl": {"restarts": 3},
+    "pupl": {"kmeans": {"restarts": 3}},
     "classifier": {"epochs": 3},
     "evaluate": {"embedding": "pca", "embedding_points": 200},
 }

@@ -18,15 +18,41 @@ from pucl.stages import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_MARKERS = {"src/pucl/__init__.py", "src/pucl/stages/__init__.py"}
-_LIST = ("import importlib, os, sys; importlib.import_module('pucl.stages.{name}'); "
-         "print('\\n'.join(os.path.relpath(m.__file__) for n, m in list(sys.modules.items()) "
-         "if n.split('.')[0] == 'pucl' and getattr(m, '__file__', None)))")
+# Import the stage, let every registry it reached import its methods (they load on first
+# lookup at run time), then list the project files loaded.
+_LIST = """
+import importlib, os, sys
+importlib.import_module('pucl.stages.{name}')
+from pucl.registry import Registry
+for module in list(sys.modules.values()):
+    for value in list(vars(module).values()) if module else ():
+        if isinstance(value, Registry):
+            value.names()
+print('\\n'.join(os.path.relpath(m.__file__) for n, m in list(sys.modules.items())
+                  if n.split('.')[0] == 'pucl' and getattr(m, '__file__', None)))
+"""
+
+
+def imported_files(name: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", _LIST.format(name=name)], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.split()
+    return set(out) - PACKAGE_MARKERS
 
 
 def code_deps(name: str) -> list[str]:
-    out = subprocess.run([sys.executable, "-c", _LIST.format(name=name)], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout.split()
-    return sorted(set(out) - PACKAGE_MARKERS)
+    """The imported files, a package whose every module is imported written as its
+    directory (a registry imports its whole package, so a new method module is covered
+    without editing dvc.yaml; .dvcignore keeps __pycache__ out of the hash)."""
+    files = imported_files(name)
+    packages = []
+    for init in sorted((ROOT / "src" / "pucl").glob("*/**/__init__.py")):
+        package = init.parent.relative_to(ROOT)
+        modules = {str(f.relative_to(ROOT)) for f in (ROOT / package).rglob("*.py")}
+        if modules <= files | PACKAGE_MARKERS and not any(
+                str(package).startswith(f"{outer}/") for outer in packages):
+            packages.append(str(package))
+    covered = {f for f in files if any(f.startswith(f"{d}/") for d in packages)}
+    return sorted((files - covered) | set(packages))
 
 
 def rewrite(text: str, deps: dict[str, list[str]]) -> str:

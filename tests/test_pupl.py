@@ -78,7 +78,7 @@ def test_refuses_without_labelled_positives():
 def test_lloyd_steps_match_the_naive_definitions(monkeypatch, chunk):
     """The chunked half-space test and mask-product means against eq. 45's squared
     distances and plain member means, in float64."""
-    import pucl.pupl as pupl
+    import pucl.pupl.algorithms as pupl
 
     monkeypatch.setattr(pupl, "_CHUNK", chunk)
     rng = np.random.default_rng(3)
@@ -113,23 +113,24 @@ def _three_blobs(rng):
 
 
 def test_auto_falls_back_to_prior_rank_when_2means_disagrees_with_the_prior():
-    from pucl.pupl import prior_rank, pseudo_label
+    from pucl.pupl import PSEUDO_LABELLERS, prior_rank
 
     rng = np.random.default_rng(0)
     z, y, labeled = _three_blobs(rng)
     in_u = np.ones(len(z), dtype=bool)
-    kmeans, why = pseudo_label(z, labeled, in_u, "pu_kmeans", None, 0.15, 10, 100,
-                               np.random.default_rng(1))
-    assert why is None and kmeans.labels.mean() == pytest.approx(0.65, abs=0.02)
-    auto, why = pseudo_label(z, labeled, in_u, "auto", 0.3, 0.15, 10, 100,
-                             np.random.default_rng(1))
-    assert why.startswith("2-means labelled 0.6") and "prior estimate of 0.300" in why
-    np.testing.assert_array_equal(auto.labels, prior_rank(z, labeled, in_u, 0.3).labels)
-    assert (auto.labels == y).mean() > 0.99
+    kmeans = PSEUDO_LABELLERS.create("pu_kmeans", restarts=10, random_state=1)
+    kmeans.fit(z, labeled, in_u)
+    assert kmeans.fallback_ is None and kmeans.labels_.mean() == pytest.approx(0.65, abs=0.02)
+    auto = PSEUDO_LABELLERS.create("auto", prior=0.3, prior_tolerance=0.15, restarts=10,
+                                   random_state=1).fit(z, labeled, in_u)
+    assert auto.fallback_.startswith("2-means labelled 0.6")
+    assert "prior estimate of 0.300" in auto.fallback_ and auto.method_ == "prior_rank"
+    np.testing.assert_array_equal(auto.labels_, prior_rank(z, labeled, in_u, 0.3).labels)
+    assert (auto.labels_ == y).mean() > 0.99
 
 
 def test_auto_keeps_2means_when_it_agrees_with_the_prior():
-    from pucl.pupl import pseudo_label
+    from pucl.pupl import PSEUDO_LABELLERS
 
     rng = np.random.default_rng(0)
     z = np.concatenate([rng.normal(size=(400, 2)), rng.normal(size=(600, 2)) + 8.0])
@@ -137,9 +138,8 @@ def test_auto_keeps_2means_when_it_agrees_with_the_prior():
     labeled = np.zeros(1000, dtype=bool)
     labeled[:80] = True
     in_u = np.ones(1000, dtype=bool)
-    auto, why = pseudo_label(z, labeled, in_u, "auto", 0.42, 0.15, 5, 100,
-                             np.random.default_rng(0))
-    plain, _ = pseudo_label(z, labeled, in_u, "pu_kmeans", None, 0.15, 5, 100,
-                            np.random.default_rng(0))
-    assert why is None and auto.method == "pu_kmeans"
-    np.testing.assert_array_equal(auto.labels, plain.labels)
+    auto = PSEUDO_LABELLERS.create("auto", prior=0.42, restarts=5, random_state=0)
+    plain = PSEUDO_LABELLERS.create("pu_kmeans", restarts=5, random_state=0)
+    auto.fit(z, labeled, in_u)
+    assert auto.fallback_ is None and auto.method_ == "pu_kmeans"
+    np.testing.assert_array_equal(auto.labels_, plain.fit_predict(z, labeled, in_u))

@@ -70,9 +70,9 @@ def test_bad_sweep_files_are_refused_with_the_bad_value(raw, message):
 
 def test_assignments_keep_yaml_types():
     assert parse_assignments(["split.n_p=500", "pretrain.loss=punce", "split.prior=null",
-                              "prior.refine_bandwidth=false", "pretrain.temperature=0.2"]) == {
+                              "prior.km.refine_bandwidth=false", "pretrain.temperature=0.2"]) == {
         "split.n_p": 500, "pretrain.loss": "punce", "split.prior": None,
-        "prior.refine_bandwidth": False, "pretrain.temperature": 0.2}
+        "prior.km.refine_bandwidth": False, "pretrain.temperature": 0.2}
     with pytest.raises(ParamsError, match="expected key=value"):
         parse_assignments(["split.n_p"])
 

@@ -8,7 +8,6 @@ did-you-mean), so a typo never silently falls back to a default.
 from __future__ import annotations
 
 import difflib
-import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -74,30 +73,30 @@ class SplitParams(_Section):
     prior: float | None = Field(None, gt=0.0, lt=1.0, description="subsample U to this prior")
 
 
-class PriorParams(_Section):
-    method: Literal["km2", "km1", "given", "oracle"] = "km2"
+class _MethodSection(_Section):
+    """A section whose method is looked up in a registry. Besides its own fields it holds
+    one sub-section per method with that method's settings (`prior.km`, ...); those are
+    checked against the registry before anything runs (`pucl.stages.preflight`), not
+    here, so that reading params never imports method code."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    def sub_section(self, key: str | None) -> dict[str, Any]:
+        value = (self.model_extra or {}).get(key) if key else None
+        return value if isinstance(value, dict) else {}
+
+
+class PriorParams(_MethodSection):
+    # an estimator of pucl.prior.PRIOR_ESTIMATORS (km2, km1, ...) or a source: given
+    # (prior.value) or oracle (the true prior of U, benchmarks only)
+    method: str = "km2"
     value: float | None = Field(None, gt=0.0, lt=1.0, description="the prior, for method=given")
-    pca_dim: int = Field(50, ge=1)
-    max_per_side: int = Field(2000, ge=10)
-    bandwidth_multipliers: list[float] = Field(
-        default_factory=lambda: [round(0.1 * 10 ** (k / 8), 4) for k in range(17)]
-    )
-    lambda_max: float = Field(8.0, gt=1.0)
-    epsilon: float = Field(0.04, gt=0.0, lt=1.0)
-    refine_bandwidth: bool = True
 
     @model_validator(mode="after")
     def _given_needs_value(self) -> PriorParams:
         if self.method == "given" and self.value is None:
             raise ValueError("prior.method 'given' needs prior.value, a number in (0, 1)")
         return self
-
-    @field_validator("bandwidth_multipliers")
-    @classmethod
-    def _positive_grid(cls, v: list[float]) -> list[float]:
-        if not v or any((not math.isfinite(m)) or m <= 0 for m in v):
-            raise ValueError(f"must be a non-empty list of positive numbers, got {v}")
-        return v
 
 
 class AugmentParams(_Section):
@@ -178,15 +177,12 @@ class PretrainParams(_Section):
         return v
 
 
-class PuplParams(_Section):
-    # auto: the paper's pu_kmeans, unless its share of positives in U is further than
-    # prior_tolerance from the prior estimate; then prior_rank (and the run says so)
-    method: Literal["auto", "pu_kmeans", "prior_rank"] = "auto"
-    prior_tolerance: float = Field(0.15, gt=0.0, lt=1.0,
-                                   description="auto: accepted |2-means positive share - prior|")
+class PuplParams(_MethodSection):
+    # a labeller of pucl.pupl.PSEUDO_LABELLERS: auto (the paper's pu_kmeans, unless its
+    # share of positives in U is further than kmeans.prior_tolerance from the prior
+    # estimate; then prior_rank, and the run says so), pu_kmeans or prior_rank
+    method: str = "auto"
     features: Literal["projector", "encoder"] = "projector"
-    restarts: int = Field(50, ge=1)
-    max_iter: int = Field(100, ge=1)
 
 
 class ClassifierParams(_Section):

@@ -16,6 +16,7 @@ from pucl.config import Params
 from pucl.data import ImageData, check_task, get_task, load_dataset
 from pucl.errors import ParamsError
 from pucl.io import read_json, read_table, write_json
+from pucl.registry import Entry
 
 if TYPE_CHECKING:
     from pucl.tracking import Run
@@ -86,6 +87,11 @@ class StageContext:
                                   "data does not have (allowed here: estimate or a number)")
             return float(report["prior_true"]), "oracle"
         return float(report["prior"]), "oracle" if report.get("oracle") else report["method"]
+
+    def settings(self, section: str, entry: Entry) -> Any:
+        """A registry entry's own settings, from its sub-section of `section`."""
+        return entry.settings(getattr(self.params, section).sub_section(entry.params_key),
+                              f"{section}.{entry.params_key}")
 
     def read_json(self, section: str, filename: str) -> dict:
         return read_json(self.path(section, filename))

@@ -21,6 +21,7 @@ from pucl.errors import PuclError
 from pucl.runtime import configure
 from pucl.stages import NUMPY_ONLY_STAGES, STAGES
 from pucl.stages._context import StageContext
+from pucl.stages.preflight import check_methods
 
 PARAMS_ENV = "PUCL_PARAMS"
 DEBUG_ENV = "PUCL_DEBUG"
@@ -98,6 +99,7 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
     stage, log its metrics, and roll the key numbers up to the parent."""
     root = (root or Path.cwd()).resolve()
     params = params or load_params(params_path(root))
+    check_methods(params)
     configure(params.base.seed, params.base.device, params.base.threads,
               deterministic_torch=name not in NUMPY_ONLY_STAGES)
     tracking_root = tracking.project_root()

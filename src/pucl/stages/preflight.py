@@ -3,15 +3,49 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 from pathlib import Path
 
 import numpy as np
 
 from pucl.config import Params
+from pucl.prior import PRIOR_ESTIMATORS
+from pucl.pupl import PSEUDO_LABELLERS
+from pucl.registry import Registry
 from pucl.data import check_task, get_task, load_dataset
 from pucl.errors import DataError, ParamsError
 from pucl.stages._context import data_path
+
+# Sections whose method comes from a registry: (registry, the field naming the method,
+# choices that are not registry entries).
+METHOD_SECTIONS: dict[str, tuple[Registry, str, tuple[str, ...]]] = {
+    "prior": (PRIOR_ESTIMATORS, "method", ("given", "oracle")),
+    "pupl": (PSEUDO_LABELLERS, "method", ()),
+}
+
+
+def check_methods(params: Params) -> None:
+    """Each registry-backed choice names a registered method, and every sub-section holds
+    valid settings of a method of that section (typos in unused ones included)."""
+    for section_name, (registry, field, sources) in METHOD_SECTIONS.items():
+        section = getattr(params, section_name)
+        chosen = getattr(section, field)
+        if chosen not in sources:
+            registry.get(chosen)  # one line naming what exists when unknown
+        keys = {e.params_key: e for e in registry if e.params_key}
+        for key, value in (section.model_extra or {}).items():
+            where = f"{section_name}.{key}"
+            if key not in keys:
+                allowed = [*type(section).model_fields, *sorted(keys)]
+                close = difflib.get_close_matches(key, allowed, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise ParamsError(f"unknown parameter '{where}'{hint} (allowed here: "
+                                  f"{', '.join(allowed)})")
+            if not isinstance(value, dict):
+                raise ParamsError(f"invalid parameter '{where}' = {value!r}: the settings of "
+                                  f"{registry.kind} {keys[key].name!r} must be a mapping")
+            keys[key].settings(value, where)
 
 
 @functools.lru_cache(maxsize=8)
@@ -46,6 +80,7 @@ def check_inputs(params: Params, root: Path) -> None:
     """Rules that need the data, checked before any stage output is touched (pucl repro,
     check, run, sweep): the data loads, n_p fits the task's positives, the encoder fits
     the image shape."""
+    check_methods(params)
     check_task(params.data.dataset, params.data.task)
     y_train, shape, given_pu = _training_labels(
         params.data.dataset, str(root / params.paths.data_root), params.data.test_fraction,

@@ -1,10 +1,11 @@
-"""Stage pupl_label: PU-aware pseudo-labels for every training row (DESIGN section 5).
+"""Stage pupl_label: PU-aware pseudo-labels for every training row (docs/pupl.md).
 
-`pupl.method`: `pu_kmeans` (the paper's prior-free 2-means), `prior_rank` (the prior
-estimate's share of U nearest the labelled positives), or `auto` (default): pu_kmeans,
-unless the share of U it labels positive is further than `pupl.prior_tolerance` from the
-prior estimate, in which case its split is not P vs N (F-MNIST-I: 0.91 against 0.28) and
-prior_rank is used; the summary's `fallback` and the tag `pupl_fallback` say so.
+`pupl.method` names a labeller of PSEUDO_LABELLERS: `pu_kmeans` (the paper's prior-free
+2-means), `prior_rank` (the prior estimate's share of U nearest the labelled positives),
+or `auto` (default): pu_kmeans, unless the share of U it labels positive is further than
+`pupl.kmeans.prior_tolerance` from the prior estimate, in which case its split is not
+P vs N (F-MNIST-I: 0.91 against 0.28) and prior_rank is used; the summary's `fallback`
+and the tag `pupl_fallback` say so.
 
 Outputs `labels.parquet` (index, pseudo_label, margin) and `summary.json` (method,
 features, positive fraction, k-means potential). Labelled positives are always positive.
@@ -20,7 +21,7 @@ import pandas as pd
 from pucl.artifacts import load_model
 from pucl.features import embed
 from pucl.io import write_json, write_table
-from pucl.pupl import pseudo_label
+from pucl.pupl import PSEUDO_LABELLERS
 from pucl.runtime import resolve_device
 from pucl.stages._context import StageContext
 from pucl.validation import suites
@@ -42,18 +43,21 @@ def run(ctx: StageContext) -> dict:
                                          ctx.params.validation.feature_variance_floor))
     labeled = train["pu"].to_numpy() == 1
     in_u = train["in_u"].to_numpy()
+    entry = PSEUDO_LABELLERS.get(p.method)
     prior = (float(ctx.read_json("prior", "prior.json")["prior"])
-             if p.method != "pu_kmeans" else None)
-    result, fallback = pseudo_label(z, labeled, in_u, p.method, prior, p.prior_tolerance,
-                                    p.restarts, p.max_iter,
-                                    np.random.default_rng(ctx.params.base.seed))
+             if entry.accepts("prior") else None)
+    labeller = entry.build(ctx.settings("pupl", entry), prior=prior,
+                           random_state=ctx.params.base.seed)
+    labeller.fit(z, labeled.astype(np.int64), in_u)
+    result, fallback = labeller.result_, labeller.fallback_
     prior_used = prior if result.method == "prior_rank" else None
     if fallback:
         print(f"pucl pupl_label: {fallback}", file=sys.stderr)
 
     labels = pd.DataFrame({"index": train["index"], "pseudo_label": result.labels.astype(np.int8),
                            "margin": result.margin})
-    summary = {"method": result.method, "features": p.features, "restarts": p.restarts,
+    summary = {"method": result.method, "features": p.features,
+               "restarts": getattr(labeller, "restarts", None),
                "best_restart": result.best_restart, "iterations": result.iterations,
                "potential": result.potential, "positive_fraction": result.positive_fraction,
                "positive_fraction_u": float(result.labels[train["in_u"].to_numpy()].mean()),

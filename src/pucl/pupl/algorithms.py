@@ -1,4 +1,4 @@
-"""PUPL: positive-unlabeled pseudo-labelling (paper 000, Algorithm 2, eq. 45-50).
+"""The PUPL algorithms on feature arrays (paper 000, Algorithm 2, eq. 45-50).
 
 `pu_kmeans` is the paper's method: 2-means whose positive centroid starts at the mean
 of the labelled positives (eq. 47), whose negative centroid is drawn from the unlabeled
@@ -6,9 +6,9 @@ points with probability proportional to D^2 (eq. 48-49), and whose labelled posi
 stay positive through every Lloyd iteration; seeded restarts keep the lowest potential
 (eq. 45). Nearest-centroid search runs on faiss.
 
-`prior_rank` is the prior-aware alternative measured in DESIGN section 5: the pi_hat
-fraction of U closest (cosine) to the labelled-positive centroid is labelled positive.
-`pseudo_label` dispatches, with `auto`: pu_kmeans, checked against the prior estimate.
+`prior_rank` is the prior-aware alternative (docs/pupl.md): the pi_hat fraction of U
+closest (cosine) to the labelled-positive centroid is labelled positive. The registered
+labellers (kmeans.py, prior_rank.py, auto.py) wrap these as scikit-learn estimators.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import faiss
 import numpy as np
 
-METHODS = ("auto", "pu_kmeans", "prior_rank")
 _CHUNK = 65_536  # rows per partial sum: bounded float32 rounding, cache-sized blocks
 
 
@@ -161,24 +160,3 @@ def prior_rank(
     dist = _nearest(z, np.stack([z[positive].mean(axis=0), mu_n]))
     return PseudoLabels(positive.astype(np.int64), margin, _potential(dist, positive),
                         "prior_rank", 0, 0)
-
-
-def pseudo_label(z: np.ndarray, labeled: np.ndarray, in_u: np.ndarray, method: str,
-                 prior: float | None, tolerance: float, restarts: int, max_iter: int,
-                 rng: np.random.Generator) -> tuple[PseudoLabels, str | None]:
-    """Labels by `method`; `auto` runs pu_kmeans and keeps it unless the share of U it
-    labels positive is further than `tolerance` from `prior`, then uses prior_rank.
-    Returns the labels and, when auto fell back, why (None otherwise)."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if method == "prior_rank":
-        return prior_rank(z, labeled, in_u, prior), None
-    result = pu_kmeans(z, labeled, restarts, max_iter, rng)
-    if method == "pu_kmeans":
-        return result, None
-    share = float(result.labels[np.asarray(in_u, dtype=bool)].mean())
-    if abs(share - prior) <= tolerance:
-        return result, None
-    why = (f"2-means labelled {share:.3f} of U positive against a prior estimate of "
-           f"{prior:.3f} (tolerance {tolerance}): used prior_rank instead")
-    return prior_rank(z, labeled, in_u, prior), why
