@@ -12,13 +12,13 @@ import time
 
 import torch
 
-from pucl.losses import LOSSES, PRIOR_LOSSES, make_loss
+from pucl.losses import CONTRASTIVE_LOSSES, make_loss
 
 
 def params_for(name: str) -> dict:
     if name.startswith("balanced"):
         return {"alpha": 2.0, "balance_lambda": 1.0}
-    extra = {"pi": 0.5} if name in PRIOR_LOSSES else {}
+    extra = {"pi": 0.5} if name in CONTRASTIVE_LOSSES.names(tag="needs_prior") else {}
     return {"temperature": 0.5, **({"mcl_lambda": 0.5} if name == "mcl" else {}), **extra}
 
 
@@ -42,7 +42,7 @@ def main() -> None:
     z1 = torch.randn(args.batch, args.dim, generator=gen)
     z2 = torch.randn(args.batch, args.dim, generator=gen)
     labeled = torch.rand(args.batch, generator=gen) < 0.25
-    losses = {name: make_loss(name, **params_for(name)) for name in LOSSES}
+    losses = {name: make_loss(name, **params_for(name)) for name in CONTRASTIVE_LOSSES}
     times: dict[str, list[float]] = {name: [] for name in losses}
     for loss in losses.values():  # warm-up
         time_once(loss, z1, z2, labeled)

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from pucl.losses.noncontrastive import noisncl_loss, supervised_byol_loss
 from pucl.losses.ssc import prototype_probabilities, unlabeled_targets, weighted_supcon
-from pucl.ncpu import SelfAdaptiveThreshold, phantom_targets, update_prototypes
+from pucl.pretraining.ncpu import SelfAdaptiveThreshold, phantom_targets, update_prototypes
 
 
 def naive_noisncl(q, k, labels_q, labels_k):
@@ -159,7 +159,7 @@ def test_unconfident_unlabeled_samples_get_unique_labels():
 
 
 def test_ncpu_loss_is_eq14_with_the_entropy_term():
-    from pucl.ncpu import ncpu_step_loss
+    from pucl.pretraining.ncpu import ncpu_step_loss
 
     f = torch.tensor([[0.9, 0.1], [0.3, 0.7], [0.6, 0.4], [0.2, 0.8]], dtype=torch.float64)
     s = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [1.0, 0.0]], dtype=torch.float64)
@@ -179,7 +179,7 @@ class Interrupted(Exception):
 def _tiny_ncpu(epochs, resume=None, states=None):
     from pucl.data.augment import AffineJitter
     from pucl.models import ContrastiveModel
-    from pucl.ncpu import NcPUNetwork, NcPUSettings, train_ncpu
+    from pucl.pretraining.ncpu import NcPUNetwork, NcPUSettings, train_ncpu
 
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(3)
@@ -257,7 +257,7 @@ def _ssc_loss_by_hand(model, prototypes, x_l, u1, u2, weak, settings,
     (1, 5, {"threshold": 0.99, "proto_temperature": 1.0, "prior": 0.6}, 2),
 ])
 def test_ssc_batch_composes_eq5_to_eq9(seed, n_u, options, forced_negatives):
-    from pucl.ssc import SSCSettings, ssc_batch
+    from pucl.pretraining.ssc import SSCSettings, ssc_batch
 
     torch.manual_seed(seed)
     model = torch.nn.Linear(4, 3)

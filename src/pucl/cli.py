@@ -143,15 +143,15 @@ def ablate(
     data/runs/ablation/ (no DVC), tracked in the MLflow experiment 'ablation'. PUNCE and DCL
     get the true prior of U (oracle), so the table isolates the objectives from
     prior-estimation error."""
-    from pucl.losses import LOSSES
+    from pucl.losses import CONTRASTIVE_LOSSES
     from pucl.reporting import ablation_tables
     from pucl.sweep import parse_sweep
 
     root = _project()
     names = [v.strip() for v in losses.split(",") if v.strip()]
-    unknown = [v for v in names if v not in LOSSES]
+    unknown = [v for v in names if v not in CONTRASTIVE_LOSSES]
     if unknown:
-        _fail(f"unknown loss {unknown[0]!r} (allowed: {', '.join(sorted(LOSSES))})")
+        _fail(f"unknown loss {unknown[0]!r} (allowed: {', '.join(CONTRASTIVE_LOSSES)})")
     # One sweep: objective x n_p x seed. The oracle prior is ignored by prior-free losses.
     try:
         from pucl.flows.sweep import validate_points

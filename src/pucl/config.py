@@ -81,6 +81,17 @@ class _MethodSection(_Section):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
+    @model_validator(mode="after")
+    def _extras_are_sub_sections(self) -> _MethodSection:
+        for key, value in (self.model_extra or {}).items():
+            if not isinstance(value, dict):  # a misspelt field, not a method's settings
+                close = difflib.get_close_matches(key, list(type(self).model_fields), n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise ValueError(f"unknown parameter {key!r}{hint} (allowed here: "
+                                 f"{', '.join(type(self).model_fields)}, or a method's "
+                                 "settings as a sub-section)")
+        return self
+
     def sub_section(self, key: str | None) -> dict[str, Any]:
         value = (self.model_extra or {}).get(key) if key else None
         return value if isinstance(value, dict) else {}
@@ -113,45 +124,15 @@ class AugmentParams(_Section):
                                 description="probability of masking a feature to its mean")
 
 
-class NcPUParams(_Section):
-    """NcPU (paper 001): the momenta fixed at 0.99 and w_r = 50 as in its appendix F; its
-    1,300 epochs and 30 warm-up epochs do not fit a CPU, so warm-up is ours to set."""
-
-    alpha: float = Field(0.99, ge=0.0, lt=1.0, description="prototype momentum (eq. 9)")
-    beta: float = Field(0.99, ge=0.0, lt=1.0, description="pseudo-target momentum (eq. 10)")
-    gamma: float = Field(0.99, ge=0.0, lt=1.0, description="threshold momentum (eq. 12)")
-    ema: float = Field(0.99, ge=0.0, lt=1.0, description="target network momentum")
-    w_r: float = Field(50.0, ge=0.0, description="NoiSNCL weight (eq. 14)")
-    w_ent: float = Field(5.0, ge=0.0, description="entropy regulariser weight")
-    warmup_epochs: int = Field(5, ge=0, description="epochs with fixed pseudo-targets")
-
-
-class SSCParams(_Section):
-    """SSC (paper 003) with K = 2 prototypes; weights lambda of eq. 9 by anchor kind."""
-
-    temperature: float = Field(0.1, gt=0.0, description="SupCon temperature T (eq. 8)")
-    proto_temperature: float = Field(0.1, gt=0.0, description="prototype softmax T' (eq. 6)")
-    threshold: float = Field(0.95, gt=0.5, lt=1.0, description="confidence tau (eq. 5)")
-    weight_labeled: float = Field(1.0, ge=0.0)
-    weight_confident: float = Field(1.0, ge=0.0)
-    weight_unconfident: float = Field(1.0, ge=0.0)
-    weight_prototypes: float = Field(1.0, ge=0.0)
-    # confident: the paper's eq. 5 alone (PU data gives the negative prototype no member);
-    # prior_rank: also label each batch's least positive (1 - prior) share of U negative,
-    # with the prior of pretrain.prior (ours, not paper 003's)
-    negatives: Literal["confident", "prior_rank"] = "confident"
-
-
-class PretrainParams(_Section):
-    # contrastive: the loss below (PUCL, PUNCE, ...), then PUPL + a head downstream;
-    # ncpu: NcPU (paper 001) trains encoder and classifier together (no prior needed).
-    # ssc: prototype self-training (paper 003); its prototypes are the classifier.
-    method: Literal["contrastive", "ncpu", "ssc"] = "contrastive"
-    ncpu: NcPUParams = NcPUParams()
-    ssc: SSCParams = SSCParams()
+class PretrainParams(_MethodSection):
+    # a method of pucl.pretraining.PRETRAINING_METHODS: contrastive (the loss below, then
+    # PUPL + a head downstream); ncpu (paper 001: encoder and classifier trained together,
+    # no prior needed; settings in pretrain.ncpu); ssc (paper 003: prototype self-training,
+    # its prototypes are the classifier; settings in pretrain.ssc)
+    method: str = "contrastive"
     encoder: Literal["lenet5", "cnn7", "resnet18", "mlp"] = "lenet5"
-    loss: Literal["sscl", "scl_pu", "mcl", "pucl", "punce", "dcl", "balanced",
-                  "balanced_pucl"] = "pucl"
+    # a loss of pucl.losses.CONTRASTIVE_LOSSES (sscl, scl_pu, mcl, pucl, punce, dcl, ...)
+    loss: str = "pucl"
     temperature: float = Field(0.5, gt=0.0)
     mcl_lambda: float = Field(0.5, ge=0.0, le=1.0, description="MCL mixing weight")
     # PUNCE / DCL: the estimate_prior stage's value, the true prior of U (benchmarks
@@ -185,16 +166,15 @@ class PuplParams(_MethodSection):
     features: Literal["projector", "encoder"] = "projector"
 
 
-class ClassifierParams(_Section):
-    # pupl_ce: cross-entropy on the PUPL pseudo-labels (the paper's method); nnpu / upu:
-    # the cost-sensitive PU risks (eq. 15 / 14) on labelled P vs U; naive_ce: U as negative.
-    # method_head: the classifier a whole training method learned (pretrain.method ncpu)
-    objective: Literal["pupl_ce", "nnpu", "upu", "naive_ce", "method_head"] = "pupl_ce"
+class ClassifierParams(_MethodSection):
+    # an objective of pucl.classify.objectives.CLASSIFIER_OBJECTIVES: pupl_ce (cross-entropy
+    # on the PUPL pseudo-labels, the paper's method); nnpu / upu (the PU risks, eq. 15 / 14,
+    # on labelled P vs U; nnpu's settings in classifier.nnpu); naive_ce (U as negative);
+    # method_head (the classifier a whole training method learned: pretrain.method ncpu, ssc)
+    objective: str = "pupl_ce"
     # nnpu / upu: the estimate_prior stage's value, the true prior of U (oracle,
     # benchmarks only), or a number in (0, 1).
     prior: Literal["estimate", "oracle"] | float = "estimate"
-    nnpu_beta: float = Field(0.0, ge=0.0, description="nnPU: tolerated negative risk")
-    nnpu_gamma: float = Field(1.0, gt=0.0, description="nnPU: step size on the negative risk")
     epochs: int = Field(100, ge=1)
     lr: float = Field(1e-2, gt=0.0)
     weight_decay: float = Field(1e-4, ge=0.0)
@@ -287,8 +267,11 @@ def _describe(error: dict[str, Any]) -> str:
         return f"unknown parameter '{key}'{hint} (allowed here: {', '.join(allowed)})"
     if not loc:  # a rule across sections
         return error["msg"].removeprefix("Value error, ")
+    message = error["msg"].removeprefix("Value error, ")
+    if message.startswith("unknown parameter '"):  # a misspelt field of a method section
+        return message.replace("unknown parameter '", f"unknown parameter '{key}.", 1)
     if isinstance(error.get("input"), dict):  # a rule across fields of one section
-        return f"invalid section '{key}': {error['msg'].removeprefix('Value error, ')}"
+        return f"invalid section '{key}': {message}"
     return f"invalid parameter '{key}' = {error.get('input')!r}: {error['msg']}"
 
 

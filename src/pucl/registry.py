@@ -129,6 +129,8 @@ class Registry:
         self._load()
         return name in self._entries
 
-    def __iter__(self) -> Iterator[Entry]:
-        self._load()
-        return iter(sorted(self._entries.values(), key=lambda e: e.name))
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def entries(self) -> list[Entry]:
+        return [self._entries[name] for name in self.names()]

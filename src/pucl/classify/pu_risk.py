@@ -17,8 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-OBJECTIVES = ("pupl_ce", "nnpu", "upu", "naive_ce")
-PU_RISKS = ("nnpu", "upu")
+PU_RISKS = ("nnpu", "upu")  # the risks `pu_risk` computes
 
 
 def sigmoid_loss(t: torch.Tensor, sign: float) -> torch.Tensor:

@@ -1,11 +1,10 @@
 """Contrastive objectives on one shared, vectorised similarity core."""
 
 from pucl.losses.contrastive import (
+    CONTRASTIVE_LOSSES,
     DCL,
-    LOSSES,
     MCL,
     NONNEG,
-    PRIOR_LOSSES,
     PUCL,
     PUNCE,
     SCLPU,
@@ -17,5 +16,5 @@ from pucl.losses.contrastive import (
     nonnegative,
 )
 
-__all__ = ["DCL", "LOSSES", "MCL", "NONNEG", "PRIOR_LOSSES", "PUCL", "PUNCE", "SCLPU", "SSCL",
+__all__ = ["DCL", "CONTRASTIVE_LOSSES", "MCL", "NONNEG", "PUCL", "PUNCE", "SCLPU", "SSCL",
            "Balanced", "BalancedPUCL", "ContrastiveLoss", "make_loss", "nonnegative"]

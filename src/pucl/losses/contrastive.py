@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from pucl.errors import ParamsError
 from pucl.losses.core import (
     info_nce,
     partner_mask,
@@ -18,8 +19,12 @@ from pucl.losses.core import (
     same_set_mask,
     similarity_logits,
 )
+from pucl.registry import Registry
 
 NONNEG = ("none", "relu", "rep_relu")
+
+# `pretrain.loss`; entries tagged needs_prior take the class prior as `pi`
+CONTRASTIVE_LOSSES = Registry("contrastive loss", "pucl.losses")
 
 
 def nonnegative(z: torch.Tensor, mode: str) -> torch.Tensor:
@@ -81,6 +86,7 @@ class ContrastiveLoss(nn.Module):
         return info_nce(s, self.weights(labeled_views, b, s.dtype))
 
 
+@CONTRASTIVE_LOSSES.register("sscl")
 class SSCL(ContrastiveLoss):
     """SimCLR (eq. 22): every anchor is attracted to its other view only."""
 
@@ -88,6 +94,7 @@ class SSCL(ContrastiveLoss):
         return partner_mask(b, labeled_views.device)
 
 
+@CONTRASTIVE_LOSSES.register("pucl")
 class PUCL(ContrastiveLoss):
     """PUCL (eq. 29): a labelled positive is attracted to every other labelled-positive
     view in the batch (its own other view included); an unlabeled anchor to its other
@@ -97,6 +104,7 @@ class PUCL(ContrastiveLoss):
         return pucl_positives(labeled_views, b)
 
 
+@CONTRASTIVE_LOSSES.register("scl_pu")
 class SCLPU(ContrastiveLoss):
     """sCL-PU (eq. 25): U is taken for the negative class, so a labelled anchor attracts
     the other labelled views and an unlabeled anchor every other unlabeled view."""
@@ -105,6 +113,7 @@ class SCLPU(ContrastiveLoss):
         return sclpu_positives(labeled_views, b)
 
 
+@CONTRASTIVE_LOSSES.register("mcl")
 class MCL(ContrastiveLoss):
     """MCL (eq. 28): lambda * sCL-PU + (1 - lambda) * ssCL; both share log Z, so the mix
     is a mix of attraction weights."""
@@ -122,6 +131,7 @@ class MCL(ContrastiveLoss):
                                                           dtype))
 
 
+@CONTRASTIVE_LOSSES.register("punce", tags=("needs_prior",))
 class PUNCE(ContrastiveLoss):
     """PUNCE (eq. 37-39): labelled anchors as PUCL; an unlabeled anchor is positive with
     probability pi (attracting every labelled view and its own other view) and negative
@@ -140,6 +150,7 @@ class PUNCE(ContrastiveLoss):
         return torch.where(labeled_views.view(-1, 1), labeled_rows, unlabeled_rows)
 
 
+@CONTRASTIVE_LOSSES.register("dcl", tags=("needs_prior",))
 class DCL(ContrastiveLoss):
     """Debiased contrastive loss (eq. 41-42, Chuang et al. 2020):
     -log( e^{s_ia} / (e^{s_ia} + Ng) ),
@@ -165,6 +176,7 @@ class DCL(ContrastiveLoss):
         return -(s_pos - torch.logaddexp(s_pos, log_ng)).mean()
 
 
+@CONTRASTIVE_LOSSES.register("balanced")
 class Balanced(ContrastiveLoss):
     """Balanced contrastive loss (paper 002 eq. 17) on cosine similarities:
     l_i = -mean_{j in pos(i)} cos_ij + lambda / alpha * log sum_{j in neg(i)} exp(alpha cos_ij),
@@ -196,27 +208,19 @@ class Balanced(ContrastiveLoss):
         return (-attract + self.balance_lambda / self.alpha * repel).mean()
 
 
+@CONTRASTIVE_LOSSES.register("balanced_pucl")
 class BalancedPUCL(Balanced):
     def __init__(self, **params):
         super().__init__(pu=True, **params)
-
-
-LOSSES: dict[str, type[ContrastiveLoss]] = {
-    "sscl": SSCL, "scl_pu": SCLPU, "mcl": MCL, "pucl": PUCL, "punce": PUNCE, "dcl": DCL,
-    "balanced": Balanced, "balanced_pucl": BalancedPUCL,
-}
-PRIOR_LOSSES = ("punce", "dcl")
 
 
 def make_loss(name: str, **params) -> ContrastiveLoss:
     """The objective `name` with its params (temperature, nonneg, and mcl_lambda for mcl,
     pi for punce and dcl, alpha / balance_lambda for the balanced forms)."""
     try:
-        cls = LOSSES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown loss '{name}' (allowed: {', '.join(sorted(LOSSES))})"
-        ) from None
+        cls = CONTRASTIVE_LOSSES.get(name).target
+    except ParamsError as exc:
+        raise ValueError(str(exc)) from None
     try:
         return cls(**params)
     except TypeError as exc:

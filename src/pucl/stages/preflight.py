@@ -9,7 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
 from pucl.config import Params
+from pucl.losses import CONTRASTIVE_LOSSES
+from pucl.pretraining import PRETRAINING_METHODS
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.pupl import PSEUDO_LABELLERS
 from pucl.registry import Registry
@@ -17,23 +20,28 @@ from pucl.data import check_task, get_task, load_dataset
 from pucl.errors import DataError, ParamsError
 from pucl.stages._context import data_path
 
-# Sections whose method comes from a registry: (registry, the field naming the method,
-# choices that are not registry entries).
-METHOD_SECTIONS: dict[str, tuple[Registry, str, tuple[str, ...]]] = {
-    "prior": (PRIOR_ESTIMATORS, "method", ("given", "oracle")),
-    "pupl": (PSEUDO_LABELLERS, "method", ()),
-}
+# The params chosen from a registry: (section, field, registry, choices that are not
+# registry entries). A section's sub-sections hold its registries' entries' settings.
+REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
+    ("prior", "method", PRIOR_ESTIMATORS, ("given", "oracle")),
+    ("pretrain", "method", PRETRAINING_METHODS, ()),
+    ("pretrain", "loss", CONTRASTIVE_LOSSES, ()),
+    ("pupl", "method", PSEUDO_LABELLERS, ()),
+    ("classifier", "objective", CLASSIFIER_OBJECTIVES, ()),
+)
 
 
 def check_methods(params: Params) -> None:
     """Each registry-backed choice names a registered method, and every sub-section holds
     valid settings of a method of that section (typos in unused ones included)."""
-    for section_name, (registry, field, sources) in METHOD_SECTIONS.items():
-        section = getattr(params, section_name)
-        chosen = getattr(section, field)
+    for section_name, field, registry, sources in REGISTRY_CHOICES:
+        chosen = getattr(getattr(params, section_name), field)
         if chosen not in sources:
             registry.get(chosen)  # one line naming what exists when unknown
-        keys = {e.params_key: e for e in registry if e.params_key}
+    for section_name in dict.fromkeys(s for s, *_ in REGISTRY_CHOICES):
+        section = getattr(params, section_name)
+        keys = {e.params_key: e for name, _, registry, _ in REGISTRY_CHOICES
+                if name == section_name for e in registry.entries() if e.params_key}
         for key, value in (section.model_extra or {}).items():
             where = f"{section_name}.{key}"
             if key not in keys:
@@ -44,7 +52,7 @@ def check_methods(params: Params) -> None:
                                   f"{', '.join(allowed)})")
             if not isinstance(value, dict):
                 raise ParamsError(f"invalid parameter '{where}' = {value!r}: the settings of "
-                                  f"{registry.kind} {keys[key].name!r} must be a mapping")
+                                  f"{keys[key].name!r} must be a mapping")
             keys[key].settings(value, where)
 
 

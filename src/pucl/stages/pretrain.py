@@ -31,43 +31,44 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 import pucl.data.augment as augment_module  # noqa: E402
-import pucl.losses.contrastive as contrastive_module  # noqa: E402
-import pucl.losses.core as losses_core  # noqa: E402
-import pucl.losses.noncontrastive as noncontrastive_module  # noqa: E402
-import pucl.losses.ssc as ssc_loss_module  # noqa: E402
-import pucl.models.encoders as encoders_module  # noqa: E402
-import pucl.ncpu as ncpu_module  # noqa: E402
-import pucl.pretraining as pretraining_module  # noqa: E402
-import pucl.ssc as ssc_module  # noqa: E402
-import pucl.training_loop as training_loop_module  # noqa: E402
-from pucl.classify.heads import describe  # noqa: E402
-from pucl.classify.prototype import PrototypeHead  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
-from pucl.io import atomic_path, save_figure, write_table
-from pucl.losses import PRIOR_LOSSES, make_loss  # noqa: E402
+from pucl.io import atomic_path, save_figure, write_table  # noqa: E402
+from pucl.losses import CONTRASTIVE_LOSSES, make_loss  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
-from pucl.ncpu import NcPUNetwork, NcPUSettings, train_ncpu  # noqa: E402
-from pucl.pretraining import EpochStats, PretrainSettings, train_contrastive  # noqa: E402
+from pucl.pretraining import PRETRAINING_METHODS, PretrainJob  # noqa: E402
+from pucl.pretraining.loop import EpochStats  # noqa: E402
 from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
-from pucl.ssc import SSCSettings, train_ssc  # noqa: E402
-from pucl.stages._context import StageContext
+from pucl.stages._context import StageContext  # noqa: E402
 
 NAME = "pretrain"
 
+# Code whose change must invalidate a checkpoint or a cached encoder (it shapes what an
+# epoch computes): these packages whole, and the augmentations.
+TRAINING_PACKAGES = ("pucl.pretraining", "pucl.losses", "pucl.models")
+TRAINING_MODULES = (augment_module,)
 
-# Code whose change must invalidate a checkpoint (it shapes what an epoch computes).
-TRAINING_CODE = (augment_module, contrastive_module, losses_core, encoders_module,
-                 pretraining_module, ncpu_module, noncontrastive_module, ssc_module,
-                 ssc_loss_module, training_loop_module)
+
+def training_code_files() -> list[Path]:
+    """Every file of TRAINING_PACKAGES and TRAINING_MODULES, in a fixed order."""
+    import importlib
+
+    files = [Path(m.__file__) for m in TRAINING_MODULES]
+    for name in TRAINING_PACKAGES:
+        package = Path(importlib.import_module(name).__file__).parent
+        files.extend(sorted(package.rglob("*.py")))
+    return files
 
 
-def loss_prior(ctx: StageContext) -> tuple[float | None, str | None]:
+def method(ctx: StageContext):
+    """The configured pretraining method, built with its settings (pretrain.<method>)."""
+    entry = PRETRAINING_METHODS.get(ctx.params.pretrain.method)
+    return entry.build(ctx.settings("pretrain", entry))
+
+
+def loss_prior(ctx: StageContext, trainer) -> tuple[float | None, str | None]:
     """The class prior for PUNCE / DCL and for SSC's prior-ranked negatives, and where it
-    came from (None for other losses and for NcPU, which needs none)."""
-    p = ctx.params.pretrain
-    uses_prior = (p.method == "contrastive" and p.loss in PRIOR_LOSSES) or \
-        (p.method == "ssc" and p.ssc.negatives == "prior_rank")
-    if not uses_prior:
+    came from (None when the method and loss need none, as NcPU)."""
+    if not trainer.uses_prior(ctx.params.pretrain.loss):
         return None, None
     return ctx.class_prior(ctx.params.pretrain.prior)
 
@@ -80,7 +81,7 @@ def loss_params(p, prior: float | None) -> dict:
         params = {"temperature": p.temperature}
     if p.loss == "mcl":
         params["mcl_lambda"] = p.mcl_lambda
-    if p.loss in PRIOR_LOSSES:
+    if p.loss in CONTRASTIVE_LOSSES.names(tag="needs_prior"):
         params["pi"] = prior
     return {**params, "nonneg": p.nonneg}
 
@@ -91,7 +92,7 @@ def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
     training, the split, the training inputs' content (a file edited in place keeps its
     rows but not its pixels) and the training code."""
     p = ctx.params
-    code = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in TRAINING_CODE))
+    code = hashlib.sha256(b"".join(f.read_bytes() for f in training_code_files()))
     content = hashlib.sha256(np.ascontiguousarray(images.numpy()).data).hexdigest()
     key = {"pretrain": p.pretrain.model_dump(), "seed": p.base.seed, "data": p.data.model_dump(),
            "manifest": hashlib.sha256(
@@ -155,12 +156,10 @@ def build_model(ctx: StageContext, in_shape) -> ContrastiveModel:
     return ContrastiveModel(p.encoder, tuple(in_shape), p.proj_hidden, p.proj_dim)
 
 
-def train_and_save(ctx: StageContext, model, loss_fn, augment, images, is_labeled,
+def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, is_labeled,
                    checkpoint: Path, fp: str, image_shape, prior: float | None
                    ) -> pd.DataFrame:
     p = ctx.params.pretrain
-    settings = PretrainSettings(p.epochs, p.batch_size, p.lr, p.weight_decay)
-    resume = load_resume_state(checkpoint, fp)
 
     def on_epoch(stats: EpochStats, state: dict) -> None:
         with atomic_path(checkpoint) as tmp:
@@ -168,42 +167,19 @@ def train_and_save(ctx: StageContext, model, loss_fn, augment, images, is_labele
         ctx.run.log_metrics({"loss": stats.loss, "lr": stats.lr,
                              "images_per_s": stats.images_per_s}, step=stats.epoch)
 
-    generator = seeded_generator(ctx.params.base.seed)
-    device = resolve_device(ctx.params.base.device)
-    classifier = None
-    if p.method == "ncpu":
-        network = NcPUNetwork(model, p.proj_dim, p.proj_hidden)
-        history = train_ncpu(network, images, is_labeled, augment,
-                             NcPUSettings(p.epochs, p.batch_size, p.lr, p.weight_decay,
-                                          **p.ncpu.model_dump()),
-                             generator, device, resume=resume, on_epoch=on_epoch,
-                             progress=ctx.progress)
-        classifier = describe(network.classifier)
-    elif p.method == "ssc":
-        s = p.ssc
-        prototypes = torch.nn.Parameter(
-            torch.nn.functional.normalize(torch.randn(2, p.proj_dim, generator=generator), dim=1))
-        history = train_ssc(model, prototypes, images, is_labeled, augment,
-                            SSCSettings(p.epochs, p.batch_size, p.lr, p.weight_decay,
-                                        **s.model_dump(exclude={"negatives"}),
-                                        prior=prior if s.negatives == "prior_rank" else None),
-                            generator, device, resume=resume, on_epoch=on_epoch,
-                            progress=ctx.progress)
-        head = PrototypeHead(model.encoder.out_dim, p.proj_hidden, p.proj_dim,
-                             s.proto_temperature)
-        head.projector.load_state_dict(model.head.state_dict())
-        head.prototypes.data.copy_(prototypes.detach().cpu())
-        classifier = describe(head)
-    else:
-        history = train_contrastive(model, loss_fn, images, is_labeled, augment, settings,
-                                    generator, device, resume=resume, on_epoch=on_epoch,
-                                    progress=ctx.progress)
+    job = PretrainJob(model, loss_fn, images, is_labeled, augment, p.epochs, p.batch_size,
+                      p.lr, p.weight_decay, p.proj_dim, p.proj_hidden, prior,
+                      seeded_generator(ctx.params.base.seed),
+                      resolve_device(ctx.params.base.device),
+                      resume=load_resume_state(checkpoint, fp), on_epoch=on_epoch,
+                      progress=ctx.progress)
+    result = trainer.train(job)
     with atomic_path(ctx.path("pretrain", "model.pt")) as tmp:
         torch.save({"state_dict": model.cpu().state_dict(), "encoder": p.encoder,
                     "in_shape": list(image_shape), "proj_hidden": p.proj_hidden,
                     "proj_dim": p.proj_dim, "loss": p.loss, "method": p.method,
-                    "classifier": classifier}, tmp)
-    frame = pd.DataFrame([h.to_dict() for h in history])
+                    "classifier": result.classifier}, tmp)
+    frame = pd.DataFrame([h.to_dict() for h in result.history])
     write_table(ctx.path("pretrain", "history.csv"), frame)
     return frame
 
@@ -218,7 +194,8 @@ def run(ctx: StageContext) -> dict:
 
     torch.manual_seed(ctx.params.base.seed)  # weights initialise identically on every run
     model = build_model(ctx, data.image_shape)
-    prior_used, prior_source = loss_prior(ctx)
+    trainer = method(ctx)
+    prior_used, prior_source = loss_prior(ctx, trainer)
     loss_fn = make_loss(p.loss, **loss_params(p, prior_used))
     augment = make_augment(p.augment, data.is_tabular)
     checkpoint = ctx.path("pretrain", "checkpoint.pt")
@@ -232,7 +209,7 @@ def run(ctx: StageContext) -> dict:
                                  "images_per_s": row.images_per_s}, step=int(row.epoch))
         ctx.run.set_tags({"pretrain_reused": str(entry)})
     else:
-        frame = train_and_save(ctx, model, loss_fn, augment, images, is_labeled, checkpoint,
+        frame = train_and_save(ctx, trainer, model, loss_fn, augment, images, is_labeled, checkpoint,
                                fp, data.image_shape, prior_used)
         store_in_cache(ctx, entry)
     fig, ax = plt.subplots(figsize=(5, 3.2))

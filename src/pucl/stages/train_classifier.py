@@ -18,7 +18,7 @@ from pucl.artifacts import load_method_head, load_model
 from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.classify.heads import describe
 from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
-from pucl.classify.pu_risk import PU_RISKS
+from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
 from pucl.data.augment import make_augment
 from pucl.errors import DataError
 from pucl.features import embed
@@ -38,7 +38,9 @@ def run(ctx: StageContext) -> dict:
     device = resolve_device(ctx.params.base.device)
     summary: dict = {"objective": p.objective, "prior": None, "prior_source": None,
                      "finetune_epochs": p.finetune_epochs}
-    if p.objective in PU_RISKS:
+    entry = CLASSIFIER_OBJECTIVES.get(p.objective)
+    objective = entry.build(ctx.settings("classifier", entry))
+    if objective.source == "pu":
         manifest = ctx.manifest()
         train = manifest[manifest["split"] == "train"]
         positive = train.loc[train["pu"] == 1, "index"].to_numpy()
@@ -49,19 +51,20 @@ def run(ctx: StageContext) -> dict:
         prior, source = ctx.class_prior(p.prior)
         summary.update(prior=prior, prior_source=source)
         head, losses = train_pu_head(features[lookup[0]], features[lookup[1]], prior,
-                                     p.objective, settings, generator, ctx.progress,
-                                     p.nnpu_beta, p.nnpu_gamma)
+                                     objective.loss, settings, generator, ctx.progress,
+                                     objective.beta, objective.gamma)
         labels = np.isin(rows, positive).astype(np.int64)  # fit reported against P vs U
         tune = {"positive": torch.from_numpy(lookup[0]), "unlabeled": torch.from_numpy(lookup[1]),
-                "kind": p.objective, "prior": prior, "beta": p.nnpu_beta, "gamma": p.nnpu_gamma}
-    elif p.objective == "method_head":  # NcPU trained its classifier with the encoder
+                "kind": objective.loss, "prior": prior, "beta": objective.beta,
+                "gamma": objective.gamma}
+    elif objective.source == "method":  # NcPU trained its classifier with the encoder
         head = load_method_head(ctx.path("pretrain", "model.pt"))
         train = ctx.manifest().query("split == 'train' and (in_u or pu == 1)")
         rows, labels = train["index"].to_numpy(), train["pu"].to_numpy().astype(np.int64)
         features = embed(model, data.x_train[rows], "encoder", device)
         losses, tune = [], {}
     else:
-        if p.objective == "pupl_ce":
+        if objective.source == "pseudo_labels":
             table = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
             rows, labels = table["index"].to_numpy(), table["pseudo_label"].to_numpy()
         else:  # naive_ce: every unlabeled row taken as negative

@@ -1,6 +1,6 @@
 """Contrastive pretraining (pure: no files, no tracking): PUCL, PUNCE and their
 relatives on two augmented views per image, in the shared epoch loop
-(`pucl.training_loop`, which also defines the checkpoint contract)."""
+(`pucl.pretraining.loop`, which also defines the checkpoint contract)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ from dataclasses import dataclass
 import torch
 
 from pucl.data.augment import AffineJitter, FeatureNoise
-from pucl.losses import ContrastiveLoss
-from pucl.training_loop import EpochStats, TrainingLoop, full_batch_size, two_views
+from pucl.losses import CONTRASTIVE_LOSSES, ContrastiveLoss
+from pucl.pretraining.base import (
+    PRETRAINING_METHODS,
+    PretrainingMethod,
+    PretrainJob,
+    PretrainResult,
+)
+from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size, two_views
 
-__all__ = ["EpochStats", "PretrainSettings", "train_contrastive"]
+__all__ = ["Contrastive", "EpochStats", "PretrainSettings", "train_contrastive"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +60,18 @@ def train_contrastive(
                     state=lambda: {"model": model.state_dict()},
                     load_state=lambda r: model.load_state_dict(r["model"]),
                     resume=resume, on_epoch=on_epoch, progress=progress)
+
+
+@PRETRAINING_METHODS.register("contrastive")
+class Contrastive(PretrainingMethod):
+    """The contrastive objective of pretrain.loss (PUCL by default); PUPL and a head follow."""
+
+    def uses_prior(self, loss: str) -> bool:
+        return loss in CONTRASTIVE_LOSSES.names(tag="needs_prior")
+
+    def train(self, job: PretrainJob) -> PretrainResult:
+        settings = PretrainSettings(job.epochs, job.batch_size, job.lr, job.weight_decay)
+        return PretrainResult(train_contrastive(
+            job.model, job.loss_fn, job.images, job.is_labeled, job.augment, settings,
+            job.generator, job.device, resume=job.resume, on_epoch=job.on_epoch,
+            progress=job.progress))

@@ -14,9 +14,13 @@ each batch's U is labelled negative as well (ours, not the paper's).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
+from pydantic import Field
 
+from pucl.classify.heads import describe
+from pucl.classify.prototype import PrototypeHead
 from pucl.data.augment import normalize, to_unit_float
 from pucl.losses.ssc import (
     prior_ranked_negatives,
@@ -24,7 +28,14 @@ from pucl.losses.ssc import (
     unlabeled_targets,
     weighted_supcon,
 )
-from pucl.training_loop import EpochStats, TrainingLoop, full_batch_size
+from pucl.pretraining.base import (
+    PRETRAINING_METHODS,
+    PretrainingMethod,
+    PretrainJob,
+    PretrainResult,
+)
+from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size
+from pucl.registry import EntryParams
 
 NEGATIVE, POSITIVE = 0, 1
 
@@ -116,3 +127,54 @@ def train_ssc(model, prototypes: torch.nn.Parameter, images: torch.Tensor,
                                    "prototypes": prototypes.detach().cpu().clone()},
                     load_state=load_state, resume=resume, on_epoch=on_epoch,
                     postfix=postfix, progress=progress)
+
+
+class SSCParams(EntryParams):
+    """pretrain.ssc: paper 003 with K = 2 prototypes; weights lambda of eq. 9 by anchor."""
+
+    temperature: float = Field(0.1, gt=0.0, description="SupCon temperature T (eq. 8)")
+    proto_temperature: float = Field(0.1, gt=0.0, description="prototype softmax T' (eq. 6)")
+    threshold: float = Field(0.95, gt=0.5, lt=1.0, description="confidence tau (eq. 5)")
+    weight_labeled: float = Field(1.0, ge=0.0)
+    weight_confident: float = Field(1.0, ge=0.0)
+    weight_unconfident: float = Field(1.0, ge=0.0)
+    weight_prototypes: float = Field(1.0, ge=0.0)
+    # confident: the paper's eq. 5 alone (PU data gives the negative prototype no member);
+    # prior_rank: also label each batch's least positive (1 - prior) share of U negative,
+    # with the prior of pretrain.prior (ours, not paper 003's)
+    negatives: Literal["confident", "prior_rank"] = "confident"
+
+
+@PRETRAINING_METHODS.register("ssc", params=SSCParams)
+class SSC(PretrainingMethod):
+    """SSC (paper 003): prototype self-training; its two prototypes are the classifier."""
+
+    def __init__(self, temperature: float = 0.1, proto_temperature: float = 0.1,
+                 threshold: float = 0.95, weight_labeled: float = 1.0,
+                 weight_confident: float = 1.0, weight_unconfident: float = 1.0,
+                 weight_prototypes: float = 1.0, negatives: str = "confident"):
+        self.options = {"temperature": temperature, "proto_temperature": proto_temperature,
+                        "threshold": threshold, "weight_labeled": weight_labeled,
+                        "weight_confident": weight_confident,
+                        "weight_unconfident": weight_unconfident,
+                        "weight_prototypes": weight_prototypes}
+        self.negatives = negatives
+
+    def uses_prior(self, loss: str) -> bool:
+        return self.negatives == "prior_rank"
+
+    def train(self, job: PretrainJob) -> PretrainResult:
+        proj_dim = job.proj_dim
+        prototypes = torch.nn.Parameter(torch.nn.functional.normalize(
+            torch.randn(2, proj_dim, generator=job.generator), dim=1))
+        settings = SSCSettings(job.epochs, job.batch_size, job.lr, job.weight_decay,
+                               **self.options,
+                               prior=job.prior if self.uses_prior("") else None)
+        history = train_ssc(job.model, prototypes, job.images, job.is_labeled, job.augment,
+                            settings, job.generator, job.device, resume=job.resume,
+                            on_epoch=job.on_epoch, progress=job.progress)
+        head = PrototypeHead(job.model.encoder.out_dim, job.proj_hidden, proj_dim,
+                             self.options["proto_temperature"])
+        head.projector.load_state_dict(job.model.head.state_dict())
+        head.prototypes.data.copy_(prototypes.detach().cpu())
+        return PretrainResult(history, describe(head))

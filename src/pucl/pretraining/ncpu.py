@@ -21,9 +21,18 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 
+from pucl.classify.heads import describe
 from pucl.losses.noncontrastive import noisncl_loss
-from pucl.training_loop import EpochStats, TrainingLoop, full_batch_size, two_views
+from pucl.pretraining.base import (
+    PRETRAINING_METHODS,
+    PretrainingMethod,
+    PretrainJob,
+    PretrainResult,
+)
+from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size, two_views
+from pucl.registry import EntryParams
 
 POSITIVE, NEGATIVE = 0, 1
 
@@ -219,3 +228,36 @@ def train_ncpu(
                     on_epoch=on_epoch, progress=progress,
                     postfix=lambda stats: {"loss": f"{stats.loss:.4f}",
                                            "tau": f"{sat.tau:.3f}"})
+
+
+class NcPUParams(EntryParams):
+    """pretrain.ncpu: paper 001's appendix F momenta and weights; its 1,300 epochs and 30
+    warm-up epochs do not fit a CPU, so the warm-up is ours to set."""
+
+    alpha: float = Field(0.99, ge=0.0, lt=1.0, description="prototype momentum (eq. 9)")
+    beta: float = Field(0.99, ge=0.0, lt=1.0, description="pseudo-target momentum (eq. 10)")
+    gamma: float = Field(0.99, ge=0.0, lt=1.0, description="threshold momentum (eq. 12)")
+    ema: float = Field(0.99, ge=0.0, lt=1.0, description="target network momentum")
+    w_r: float = Field(50.0, ge=0.0, description="NoiSNCL weight (eq. 14)")
+    w_ent: float = Field(5.0, ge=0.0, description="entropy regulariser weight")
+    warmup_epochs: int = Field(5, ge=0, description="epochs with fixed pseudo-targets")
+
+
+@PRETRAINING_METHODS.register("ncpu", params=NcPUParams)
+class NcPU(PretrainingMethod):
+    """NcPU (paper 001): encoder and classifier trained together, no class prior needed."""
+
+    def __init__(self, alpha: float = 0.99, beta: float = 0.99, gamma: float = 0.99,
+                 ema: float = 0.99, w_r: float = 50.0, w_ent: float = 5.0,
+                 warmup_epochs: int = 5):
+        self.options = {"alpha": alpha, "beta": beta, "gamma": gamma, "ema": ema,
+                        "w_r": w_r, "w_ent": w_ent, "warmup_epochs": warmup_epochs}
+
+    def train(self, job: PretrainJob) -> PretrainResult:
+        network = NcPUNetwork(job.model, job.proj_dim, job.proj_hidden)
+        settings = NcPUSettings(job.epochs, job.batch_size, job.lr, job.weight_decay,
+                                **self.options)
+        history = train_ncpu(network, job.images, job.is_labeled, job.augment, settings,
+                             job.generator, job.device, resume=job.resume,
+                             on_epoch=job.on_epoch, progress=job.progress)
+        return PretrainResult(history, describe(network.classifier))
