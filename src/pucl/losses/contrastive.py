@@ -210,6 +210,8 @@ class Balanced(ContrastiveLoss):
 
 @CONTRASTIVE_LOSSES.register("balanced_pucl")
 class BalancedPUCL(Balanced):
+    """Balanced loss (paper 002 eq. 17) with PUCL's positive set for labelled anchors."""
+
     def __init__(self, **params):
         super().__init__(pu=True, **params)
 
