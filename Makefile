@@ -33,11 +33,16 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)  ## install, then run the whole pipeline on the embedded data
 	$(VENV)/bin/pucl repro
 
+# Tests run in parallel, one worker per core (a module's tests stay on one worker, so
+# its module-scoped fixtures are built once). PYTEST_WORKERS=0 runs them in one process.
+PYTEST_WORKERS ?= auto
+PYTEST = $(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+
 test: lint  ## install, then lint (ruff, import layers) and run the fast test suite
-	$(VENV)/bin/python -m pytest
+	$(PYTEST)
 
 test-all: lint  ## the same with the slow tests too
-	$(VENV)/bin/python -m pytest -m ""
+	$(PYTEST) -m ""
 
 bench: $(STAMP)  ## speed and memory benchmarks (not tests); results in reports/benchmarks.md
 	$(VENV)/bin/python -m benchmarks

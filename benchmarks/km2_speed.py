@@ -9,7 +9,7 @@ known), flattened pixels -> PCA(50), exactly as the `estimate_prior` stage prepa
 
 Both estimators use the same kernel bandwidth (the reference takes the one pucl chose, so
 the comparison is the QP and bisection work; pucl's time also includes its bandwidth
-search) and the same bisection of DESIGN section 3 steps 4-5.
+search) and the same bisection of docs/prior.md steps 4-5.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/km2_speed.py       # about 8 minutes
 Needs the `bench` extra (cvxopt): pip install -c constraints.txt -e '.[bench]'
@@ -78,7 +78,7 @@ class GenericQPCurve:
 
 def reference_km2(mix: np.ndarray, comp: np.ndarray, sigma: float, lambda_max: float,
                   eps: float) -> tuple[float, int]:
-    """DESIGN section 3 steps 2-5 at a given sigma, written directly from the text."""
+    """docs/prior.md steps 2-5 at a given sigma, written directly from the text."""
     N, M = len(mix), len(comp)
     X = np.concatenate([mix, comp])
     K = np.exp(-cdist(X, X, "sqeuclidean") / (2.0 * sigma * sigma))

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,15 @@ for key, value in {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
                    "OMP_WAIT_POLICY": "PASSIVE"}.items():
     os.environ.setdefault(key, value)
 
+# Tests run in parallel processes (pytest-xdist): each gets its own Prefect home, so the
+# temporary Prefect servers of two tests never share one sqlite database.
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="pucl-tests-prefect-"))
+PARALLEL = "PYTEST_XDIST_WORKER" in os.environ
+
 # Small but real settings: every stage runs its true code path in seconds.
 TINY_PARAMS = {
-    "base": {"seed": 0, "threads": 2},
+    # one torch thread per process when the tests share the cores between workers
+    "base": {"seed": 0, "threads": 1 if PARALLEL else 2},
     # off, so that reruns really retrain (determinism tests); test_stages turns it on
     "paths": {"pretrain_cache": None},
     "split": {"n_p": 200},

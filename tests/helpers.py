@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -28,8 +30,35 @@ def dvc(project: Path, *args: str, check: bool = True):
     return run([sys.executable, "-m", "dvc", *args], project, check)
 
 
-def stage(project: Path, name: str, check: bool = True, env: dict | None = None):
-    return run([sys.executable, "-m", "pucl.stages", name], project, check, env)
+def stage(project: Path, name: str, check: bool = True, env: dict | None = None,
+          subprocess_: bool = False) -> subprocess.CompletedProcess:
+    """`python -m pucl.stages NAME` in `project`. By default the entry point runs in this
+    process, with the same working directory, environment, stdout/stderr and exit code:
+    the same code path, without paying torch's, MLflow's and great-expectations' imports
+    (5-7 s) once per stage. `subprocess_=True` starts a real process."""
+    command = [sys.executable, "-m", "pucl.stages", name]
+    if subprocess_:
+        return run(command, project, check, env)
+    from pucl.stages.__main__ import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    try:
+        os.environ.update(env or {})
+        os.chdir(project)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main([name])
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    result = subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"{command} failed ({code}):\n{result.stdout}\n{result.stderr}")
+    return result
 
 
 def declared_outputs(project: Path) -> dict[str, set[str]]:

@@ -11,8 +11,24 @@ from tests.conftest import ROOT
 
 
 def test_shipped_params_are_valid_and_match_the_code_defaults():
+    from pucl.stages.preflight import REGISTRY_CHOICES, check_methods
+
     params = load_params(ROOT / "params.yaml")
-    assert params == Params()  # params.yaml spells out the defaults, nothing else
+    check_methods(params)
+    # params.yaml spells out the defaults, nothing else: the sections' own fields...
+    for name in Params.model_fields:
+        section, default = getattr(params, name), getattr(Params(), name)
+        assert section.model_dump(exclude=set(section.model_extra or {})) == \
+            default.model_dump(), name
+    # ...and the settings of every registered method that has any
+    for section_name, _, registry, _ in REGISTRY_CHOICES:
+        section = getattr(params, section_name)
+        for entry in registry.entries():
+            if entry.params is not None:
+                assert entry.params.model_validate(
+                    section.sub_section(entry.params_key)) == entry.params(), entry.name
+                assert entry.params_key in (section.model_extra or {}), \
+                    f"params.yaml lacks {section_name}.{entry.params_key}"
 
 
 @pytest.mark.parametrize("raw, message", [
@@ -25,8 +41,10 @@ def test_shipped_params_are_valid_and_match_the_code_defaults():
     ({"sweep": {}}, "unknown parameter 'sweep'"),
 ])
 def test_bad_params_are_named(raw, message):
+    from pucl.stages.preflight import check_methods
+
     with pytest.raises(ParamsError, match=message) as info:
-        parse_params(raw)
+        check_methods(parse_params(raw))  # method names are checked against the registries
     assert "\n" not in str(info.value)
 
 

@@ -1,6 +1,6 @@
 """Every objective against a naive per-anchor float64 implementation written straight from
 the printed equations (paper 000 eq. 22, 25, 28, 29, 37-39, 41-42; paper 002 eq. 17), with
-DESIGN section 4's reading notes; plus the limits and invariances that must hold."""
+docs/objectives.md's reading notes; plus the limits and invariances that must hold."""
 
 from __future__ import annotations
 

@@ -182,5 +182,5 @@ def test_oracle_prior_on_unlabelled_u_is_refused(tmp_path, tracking_uri, monkeyp
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1].endswith(
         "prior.method = 'oracle' needs the true labels of U, which this data does not have "
-        "(allowed here: km2, km1, given)")
+        "(allowed here: km1, km2, given)")
     assert not (project / "data/prior/prior.json").exists()

@@ -92,7 +92,8 @@ def test_every_registry_lists_the_methods_named_in_params_yaml_comments():
 
 def test_import_pucl_loads_no_method_code():
     """A stage importing one module of pucl must not pull in all of it (dvc.yaml deps)."""
-    code = "import sys, pucl; print(sorted(m for m in sys.modules if m.startswith(('pucl.', 'torch'))))"
+    code = ("import sys, pucl; "
+            "print(sorted(m for m in sys.modules if m.startswith(('pucl.', 'torch'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"

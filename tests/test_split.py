@@ -1,4 +1,4 @@
-"""PU split semantics (DESIGN section 2)."""
+"""PU split semantics (docs/pipeline.md)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ _EXPORTS = {
     "PriorEstimator": "pucl.prior.base",
     "PRIOR_ESTIMATORS": "pucl.prior.base",
     "PUPL": "pucl.pupl.kmeans",
-    "PriorRankLabeller": "pucl.pupl.prior_rank",
+    "PriorRankLabeller": "pucl.pupl.ranked",
     "AutoLabeller": "pucl.pupl.auto",
     "PSEUDO_LABELLERS": "pucl.pupl.base",
     "CONTRASTIVE_LOSSES": "pucl.losses.contrastive",

@@ -1,4 +1,4 @@
-"""Fine-tuning the whole network (DESIGN section 6, "option to fine-tune"): the pretrained
+"""Fine-tuning the whole network (docs/classifiers.md, "option to fine-tune"): the pretrained
 encoder and the linear head trained together on augmented inputs, with the objective the
 head was trained with (cross-entropy on labels, or the uPU / nnPU risk on P vs U).
 

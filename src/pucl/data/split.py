@@ -1,4 +1,4 @@
-"""PU split (DESIGN section 2): labelled positives and the unlabeled set U.
+"""PU split (docs/pipeline.md): labelled positives and the unlabeled set U.
 
 Scenarios:
 - case_control: U is the whole training set (it contains the labelled positives too),

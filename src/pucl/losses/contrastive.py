@@ -1,7 +1,7 @@
 """Contrastive objectives as torch modules: forward(z1, z2, is_labeled) -> scalar.
 
 z1, z2: [b, d] projector outputs of the two views (not normalised); is_labeled: bool [b]
-marking labelled positives. Formulas: DESIGN section 4; paper 000 eq. 22 (ssCL), 25
+marking labelled positives. Formulas: docs/objectives.md; paper 000 eq. 22 (ssCL), 25
 (sCL-PU), 28 (MCL), 29 (PUCL), 37-39 (PUNCE), 41-42 (DCL, Chuang et al.'s estimator);
 paper 002 eq. 17 (balanced); paper 004 eq. 6-7 (non-negative projections).
 """
@@ -136,7 +136,7 @@ class PUNCE(ContrastiveLoss):
     """PUNCE (eq. 37-39): labelled anchors as PUCL; an unlabeled anchor is positive with
     probability pi (attracting every labelled view and its own other view) and negative
     otherwise (its other view only). Eq. 38's "(1 - pi) log(z_i . z_a(i))" is read as
-    (1 - pi) s_{i,a(i)} (DESIGN section 4)."""
+    (1 - pi) s_{i,a(i)} (docs/objectives.md)."""
 
     def __init__(self, temperature: float = 0.5, pi: float = 0.5, nonneg: str = "none"):
         super().__init__(temperature, nonneg)

@@ -2,7 +2,7 @@
 
 A multi-viewed batch of b samples has 2b views: rows 0..b-1 are view 1, rows b..2b-1
 view 2, so the other view of i is a(i) = (i + b) mod 2b. With s_ij = z_i . z_j / tau on
-L2-normalised projections, every objective of DESIGN section 4 is
+L2-normalised projections, every objective of docs/objectives.md is
 
     L = -mean_i [ sum_j W_ij s_ij - log sum_{j != i} exp(s_ij) ]
 

@@ -9,7 +9,7 @@ s_ij = <q_i / |q_i|, k_j / |k_j|>:
 
 The square root makes a pair's gradient grow with its similarity (eq. 8), so clean
 same-class pairs, already close, outweigh noisy ones. Similarities are clamped to
-[1e-4, 1 - 1e-4] (DESIGN section 4) to keep the root differentiable. The batch loss is
+[1e-4, 1 - 1e-4] (docs/objectives.md) to keep the root differentiable. The batch loss is
 eq. 14's third term: the mean over anchors that have a same-class pair of the mean over
 those pairs. The target side carries no gradient (BYOL's stop-gradient).
 """

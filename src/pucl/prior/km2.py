@@ -1,6 +1,6 @@
 """Mixture-proportion estimation by kernel mean embedding: KM1 and KM2.
 
-Ramaswamy, Scott and Tewari (ICML 2016), as specified step by step in DESIGN section 3.
+Ramaswamy, Scott and Tewari (ICML 2016), as specified step by step in docs/prior.md.
 Mixture = unlabeled U (N points), component = labelled positives P (M points); the
 estimate kappa is the fraction of P-distributed points inside U, i.e. the class prior.
 

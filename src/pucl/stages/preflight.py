@@ -36,8 +36,12 @@ def check_methods(params: Params) -> None:
     valid settings of a method of that section (typos in unused ones included)."""
     for section_name, field, registry, sources in REGISTRY_CHOICES:
         chosen = getattr(getattr(params, section_name), field)
-        if chosen not in sources:
-            registry.get(chosen)  # one line naming what exists when unknown
+        if chosen not in sources and chosen not in registry:
+            try:
+                registry.get(chosen)
+            except ParamsError as exc:  # name the parameter, then what exists
+                raise ParamsError(f"invalid parameter '{section_name}.{field}' = {chosen!r}: "
+                                  f"{exc}") from None
     for section_name in dict.fromkeys(s for s, *_ in REGISTRY_CHOICES):
         section = getattr(params, section_name)
         keys = {e.params_key: e for name, _, registry, _ in REGISTRY_CHOICES

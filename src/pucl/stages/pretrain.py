@@ -1,4 +1,4 @@
-"""Stage pretrain: contrastive pretraining of encoder + projection head (DESIGN section 4),
+"""Stage pretrain: contrastive pretraining of encoder + projection head (docs/objectives.md),
 or with `pretrain.method: ncpu` the NcPU method (paper 001), which trains a classifier
 along with them (kept in `model.pt` for `classifier.objective: method_head`).
 

@@ -1,4 +1,4 @@
-"""Stage train_classifier: a linear head on frozen encoder features (DESIGN section 6).
+"""Stage train_classifier: a linear head on frozen encoder features (docs/classifiers.md).
 
 `classifier.objective` picks what it learns from: `pupl_ce` (default) cross-entropy on the
 PUPL pseudo-labels; `nnpu` / `upu` the PU risks on labelled positives vs U with the prior
