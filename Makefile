@@ -3,12 +3,7 @@
 VENV   ?= .venv
 PYTHON ?= python3
 STAMP  := $(VENV)/.installed
-export MLFLOW_DISABLE_TELEMETRY = true
-export DO_NOT_TRACK = true
-export GX_ANALYTICS_ENABLED = false
-export DVC_NO_ANALYTICS = 1
-export PREFECT_SERVER_ANALYTICS_ENABLED = false
-export OMP_WAIT_POLICY = PASSIVE
+# The libraries' telemetry is switched off by pucl itself (src/pucl/environment.py).
 
 .PHONY: setup run test test-all bench lint clean-outputs
 
@@ -33,8 +28,9 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)  ## install, then run the whole pipeline on the embedded data
 	$(VENV)/bin/pucl repro
 
-# Tests run in parallel, one worker per core (a module's tests stay on one worker, so
-# its module-scoped fixtures are built once). PYTEST_WORKERS=0 runs them in one process.
+# Tests run in parallel, one worker per core. A test file runs whole on one worker, so its
+# module-scoped fixtures (a finished project, a Prefect server) are built once.
+# PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= auto
 PYTEST = $(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 

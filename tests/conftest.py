@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pucl.environment import quiet_defaults
+
 ROOT = Path(__file__).resolve().parents[1]
 
-for key, value in {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
-                   "GX_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1",
-                   "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-                   "OMP_WAIT_POLICY": "PASSIVE"}.items():
-    os.environ.setdefault(key, value)
+quiet_defaults()  # libraries' telemetry off, passive OpenMP threads
 
 # Tests run in parallel processes (pytest-xdist): each gets its own Prefect home, so the
 # temporary Prefect servers of two tests never share one sqlite database.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -63,7 +64,20 @@ def test_ablate_validates_every_configuration_before_running(project):
     assert not (project / "data/runs").exists()  # nothing ran
 
 
-def test_flow_commands_refuse_bad_input_before_starting_prefect(project):
+def in_process(project, monkeypatch, *args):
+    """The CLI in this process (typer's runner): the same app, exit code and stderr as the
+    `pucl` command, without a Python start per case."""
+    from typer.testing import CliRunner
+
+    from pucl.cli import app
+
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(app, list(args))
+    return SimpleNamespace(returncode=result.exit_code, stderr=result.stderr,
+                           stdout=result.stdout)
+
+
+def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeypatch):
     (project / "bad_sweep.yaml").write_text("name: s\ngrid:\n  split.n_p: [100, -1]\n")
     (project / "typo_sweep.yaml").write_text("name: s\ngird: {}\n")
     cases = [
@@ -80,7 +94,7 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project):
         (("compare", "--by", "pretrain.los"), "no finished pipeline runs"),
     ]
     for args, message in cases:
-        result = pucl(project, *args)
+        result = in_process(project, monkeypatch, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr

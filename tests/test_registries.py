@@ -203,3 +203,15 @@ def test_every_pretraining_method_trains_one_epoch_in_place(name):
     assert any(not torch.equal(a, b) for a, b in zip(before, model.encoder.parameters(),
                                                      strict=True))
     assert (result.classifier is None) == (name == "contrastive")
+
+
+def test_pucl_methods_lists_every_registered_name_with_its_settings_section():
+    out = subprocess.run([sys.executable, "-m", "pucl.cli", "methods"], capture_output=True,
+                         text=True, check=True).stdout
+    for names in pucl.list_methods().values():
+        for name in names:
+            assert name in out
+    assert "km" in out and "kmeans" in out  # where km1/km2 and pu_kmeans/auto read settings
+    only = subprocess.run([sys.executable, "-m", "pucl.cli", "methods", "km*"],
+                          capture_output=True, text=True, check=True).stdout
+    assert "km2" in only and "pu_kmeans" not in only and "contrastive loss" not in only

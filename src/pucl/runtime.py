@@ -28,7 +28,6 @@ def configure(seed: int, device: str, threads: int, deterministic_torch: bool = 
     kernels. On the CPU the kernels used here are deterministic already (the tests compare
     reruns byte for byte), and the call would cost ~2.5 s of torch._inductor imports in
     every stage process."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     torch.set_num_threads(threads)
     random.seed(seed)
     np.random.seed(seed)

@@ -4,27 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from pucl.pupl.algorithms import PseudoLabels, prior_rank, pu_kmeans
-from pucl.pupl.base import PSEUDO_LABELLERS, KMeansParams, PseudoLabeller
+from pucl.pupl.algorithms import PseudoLabels, prior_rank
+from pucl.pupl.base import PSEUDO_LABELLERS, KMeansParams
+from pucl.pupl.kmeans import PUPL
 
 
 @PSEUDO_LABELLERS.register("auto", params=KMeansParams, params_key="kmeans")
-class AutoLabeller(PseudoLabeller):
+class AutoLabeller(PUPL):
     """pu_kmeans, unless the share of U it labels positive is further than prior_tolerance
     from the prior: then its split is not P vs N, and prior_rank labels (fallback_ says)."""
 
     def __init__(self, prior: float = 0.5, prior_tolerance: float = 0.15, restarts: int = 50,
                  max_iter: int = 100, random_state: int | None = 0):
+        super().__init__(restarts, max_iter, random_state)
         self.prior = prior
         self.prior_tolerance = prior_tolerance
-        self.restarts = restarts
-        self.max_iter = max_iter
-        self.random_state = random_state
 
     def _label(self, z: np.ndarray, labeled: np.ndarray, in_u: np.ndarray
                ) -> tuple[PseudoLabels, str | None]:
-        rng = np.random.default_rng(self.random_state)
-        result = pu_kmeans(z, labeled, self.restarts, self.max_iter, rng)
+        result, _ = super()._label(z, labeled, in_u)
         share = float(result.labels[in_u].mean())
         if abs(share - self.prior) <= self.prior_tolerance:
             return result, None

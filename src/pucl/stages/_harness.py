@@ -17,6 +17,7 @@ from typing import Any
 
 from pucl import tracking
 from pucl.config import Params, flatten, load_params
+from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
 from pucl.runtime import configure
 from pucl.stages import NUMPY_ONLY_STAGES, STAGES
@@ -97,6 +98,7 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
             parent_run_id: str | None = None) -> dict:
     """Validate params, open a tracked run (nested under the pipeline's parent run), run the
     stage, log its metrics, and roll the key numbers up to the parent."""
+    quiet_defaults()
     root = (root or Path.cwd()).resolve()
     params = params or load_params(params_path(root))
     check_methods(params)

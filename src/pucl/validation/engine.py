@@ -3,15 +3,15 @@ context, and turning the outcome into plain data and one readable line."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
 
-os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+quiet_defaults()  # before great-expectations is imported: its analytics off
 
 
 class ValidationFailed(PuclError):

@@ -1,128 +1,29 @@
-"""The `pucl` command line."""
+"""Commands that run many pipelines and compare them: sweep, bench (paper presets),
+ablate (every objective) and compare (finished runs, read back from MLflow)."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from pucl import tracking
-from pucl.config import load_params
+from pucl.cli._common import (
+    _fail,
+    _frame_table,
+    _ints,
+    _prefect_env,
+    _project,
+    _run_flow,
+    _split_list,
+    app,
+    err,
+    out,
+)
 from pucl.errors import PuclError
-
-app = typer.Typer(help="Contrastive PU learning pipeline (DVC stages, MLflow tracking).",
-                  no_args_is_help=True, add_completion=False)
-err = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the width
-# Tables of runs are wide: do not squeeze them to 80 columns when piped to a file.
-out = Console() if sys.stdout.isatty() else Console(width=220)
-
-TELEMETRY_OFF = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
-                 "GX_ANALYTICS_ENABLED": "false", "DVC_NO_ANALYTICS": "1",
-                 "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-
-
-def _fail(message: str, code: int = 2) -> None:
-    from rich.markup import escape
-
-    err.print(f"[red]pucl: error:[/red] {escape(message)}", highlight=False)
-    raise typer.Exit(code)
-
-
-def _stage_env(root: Path, parent_run_id: str | None) -> dict[str, str]:
-    """Environment for DVC: this interpreter's bin first on PATH (stages run `python`),
-    telemetry off, and the parent MLflow run that stage runs nest under."""
-    env = {**os.environ, **{k: v for k, v in TELEMETRY_OFF.items() if k not in os.environ}}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    env[tracking.ROOT_ENV] = str(root)
-    if parent_run_id:
-        env[tracking.PARENT_RUN_ENV] = parent_run_id
-    return env
-
-
-def _metrics_table(path: Path) -> Table | None:
-    if not path.exists():
-        return None
-    metrics = json.loads(path.read_text())
-    table = Table(title=f"test metrics and diagnostics: {path.name}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in metrics.items():
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    return table
-
-
-@app.command()
-def repro(
-    stages: Annotated[
-        list[str] | None, typer.Argument(help="stages to reproduce (default: all)")
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", "-f", help="rerun even if up to date")] = False,
-) -> None:
-    """Validate params.yaml, then run `dvc repro` under one parent MLflow run."""
-    root = tracking.project_root()
-    if not (root / "dvc.yaml").exists():
-        _fail(f"no dvc.yaml in {root} or its parents: run pucl inside the project")
-    try:  # refuse before DVC deletes any stage output
-        params = load_params(root / "params.yaml")
-        from pucl.stages.preflight import check_inputs
-
-        check_inputs(params, root)
-    except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
-    if importlib.util.find_spec("dvc") is None:
-        _fail("dvc is not installed in this environment (run: make setup)")
-
-    uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
-    cmd = [sys.executable, "-m", "dvc", "repro", *(["--force"] if force else []), *(stages or [])]
-    from pucl.stages._harness import pipeline_run
-
-    with pipeline_run(params, "pipeline (pucl repro)", "repro") as parent:
-        parent.log_artifact(root / "params.yaml")
-        code = subprocess.call(cmd, cwd=root, env=_stage_env(root, parent.run_id))
-        metrics_path = root / params.paths.evaluate / "metrics.json"
-        if code == 0 and metrics_path.exists():  # also when every stage was up to date
-            parent.log_metrics(json.loads(metrics_path.read_text()))
-            parent.log_artifact(metrics_path)
-        if code != 0:
-            parent.finish("FAILED")
-    if code != 0:
-        err.print(f"pucl: dvc repro failed (exit {code})")
-        raise typer.Exit(code)
-    table = _metrics_table(root / params.paths.evaluate / "metrics.json")
-    if table is not None:
-        out.print(table)
-    out.print(f"MLflow store: {uri}  (open it with `pucl ui`)")
-
-
-@app.command()
-def ui(
-    port: Annotated[int, typer.Option(help="port on localhost")] = 5000,
-) -> None:
-    """Start the MLflow UI on localhost for this project's tracking store."""
-    root = tracking.project_root()
-    params = load_params(root / "params.yaml")
-    uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
-    out.print(f"MLflow UI for {uri} at http://127.0.0.1:{port} (Ctrl-C to stop)")
-    raise typer.Exit(subprocess.call(
-        [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-         "--host", "127.0.0.1", "--port", str(port)], cwd=root))
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        _fail(f"expected comma-separated integers, got {text!r}")
-        raise  # unreachable
 
 
 @app.command()
@@ -186,124 +87,6 @@ def ablate(
     with atomic_path(target / "ablation.md") as tmp:
         tmp.write_text(markdown)
     out.print(f"wrote {target / 'ablation.md'} and {target / 'ablation.csv'}")
-
-
-# -- Prefect flows -----------------------------------------------------------------------
-
-SetOption = Annotated[list[str] | None, typer.Option(
-    "--set", "-s", help="override a param for this run: section.name=value (repeatable)")]
-
-
-def _project() -> Path:
-    root = tracking.project_root()
-    if not (root / "params.yaml").exists():
-        _fail(f"no params.yaml in {root} or its parents: run pucl inside the project")
-    return root
-
-
-def _validated_overrides(root: Path, assignments: list[str] | None) -> dict:
-    """Parse --set values and validate params.yaml with them, before any work starts."""
-    from pucl.config import parse_assignments
-    from pucl.stages.runner import resolve_params
-
-    try:
-        overrides = parse_assignments(assignments or [])
-        params = resolve_params(root, overrides)
-        from pucl.stages.preflight import check_inputs
-
-        check_inputs(params, root)
-    except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
-    return overrides
-
-
-@app.command()
-def check(assignments: SetOption = None) -> None:
-    """Validate params.yaml (with any --set overrides) and the data without running."""
-    root = _project()
-    _validated_overrides(root, assignments)
-    suffix = f" with {', '.join(assignments)}" if assignments else ""
-    out.print(f"params.yaml is valid{suffix} ({root / 'params.yaml'})")
-
-
-def _prefect_env() -> None:
-    for key, value in TELEMETRY_OFF.items():
-        os.environ.setdefault(key, value)
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-
-def _run_flow(call):
-    """Run a flow against one Prefect API; user errors raised inside it become one line
-    and exit 2."""
-    from pucl.flows._server import prefect_api
-
-    try:
-        with prefect_api():
-            return call()
-    except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
-
-
-def _frame_table(frame, title: str) -> Table:
-    from pucl.reporting import format_cell
-
-    table = Table(title=title)
-    for col in frame.columns:
-        table.add_column(str(col), justify="left" if frame[col].dtype == object else "right",
-                         overflow="fold")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(format_cell(v) for v in row))
-    return table
-
-
-@app.command("run")
-def run_cmd(
-    set_: SetOption = None,
-    name: Annotated[str | None, typer.Option(
-        help="run name (default: run-<time>-<loss>-s<seed>)")] = None,
-    progress: Annotated[bool, typer.Option(help="progress bars")] = True,
-) -> None:
-    """Run the whole pipeline as a Prefect flow, in its own run directory (not the DVC outs)."""
-    root = _project()
-    overrides = _validated_overrides(root, set_)
-    _prefect_env()
-    from pucl.flows.pipeline import pipeline
-
-    summary = _run_flow(lambda: pipeline(overrides=overrides, run_name=name,
-                                         project=str(root), progress=progress))
-    table = Table(title=f"test metrics: {summary['name']}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in summary["metrics"].items():
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    out.print(table)
-    out.print(f"outputs: {summary['workdir']}")
-    if summary["mlflow_run_id"]:
-        out.print(f"MLflow parent run: {summary['mlflow_run_id']}  (pucl ui)")
-
-
-@app.command()
-def serve(
-    cron: Annotated[str, typer.Option(help="cron schedule of the retraining (UTC)")] = "0 2 * * *",
-    name: Annotated[str, typer.Option(help="deployment name")] = "pucl-retrain",
-    set_: SetOption = None,
-) -> None:
-    """Serve the retrain flow on a cron schedule (Ctrl-C stops it). Each run retrains on the
-    current params and data and moves the MLflow 'champion' alias only on improvement."""
-    from prefect.client.schemas.schedules import CronSchedule
-
-    try:
-        CronSchedule(cron=cron)
-    except Exception:
-        _fail(f"invalid --cron {cron!r}: expected five fields, e.g. '0 2 * * *' (02:00 daily)")
-    root = _project()
-    overrides = _validated_overrides(root, set_)
-    _prefect_env()
-    from pucl.flows.retrain import retrain
-
-    out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
-    _run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
-        "overrides": overrides, "project": str(root)}))
 
 
 RUNNERS = ("processes", "threads", "dask")
@@ -439,10 +222,6 @@ def _list_presets(directory: Path) -> None:
     out.print(table)
 
 
-def _split_list(text: str | None) -> list[str]:
-    return [v.strip() for v in (text or "").split(",") if v.strip()]
-
-
 def _task_runner(kind: str, workers: int, address: str | None):
     if address or kind == "dask":
         from prefect_dask import DaskTaskRunner
@@ -505,7 +284,3 @@ def compare(
 
     out.print(_frame_table(with_std(result.table), f"{title}: {len(result.frame)} runs"))
     out.print(f"wrote {', '.join(str(p) for p in result.files)}")
-
-
-if __name__ == "__main__":
-    app()

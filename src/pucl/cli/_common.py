@@ -1,0 +1,108 @@
+"""What every command shares: the Typer app, the consoles, one-line errors, the project,
+validated --set overrides, tables, and running a flow against one Prefect API."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pucl import tracking
+from pucl.environment import quiet_defaults
+from pucl.errors import PuclError
+
+app = typer.Typer(help="Contrastive PU learning pipeline (DVC stages, MLflow tracking).",
+                  no_args_is_help=True, add_completion=False)
+err = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the width
+# Tables of runs are wide: do not squeeze them to 80 columns when piped to a file.
+out = Console() if sys.stdout.isatty() else Console(width=220)
+
+SetOption = Annotated[list[str] | None, typer.Option(
+    "--set", "-s", help="override a param for this run: section.name=value (repeatable)")]
+
+
+def _fail(message: str, code: int = 2) -> None:
+    from rich.markup import escape
+
+    err.print(f"[red]pucl: error:[/red] {escape(message)}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _metrics_table(path: Path) -> Table | None:
+    if not path.exists():
+        return None
+    metrics = json.loads(path.read_text())
+    table = Table(title=f"test metrics and diagnostics: {path.name}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in metrics.items():
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    return table
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        _fail(f"expected comma-separated integers, got {text!r}")
+        raise  # unreachable
+
+
+def _project() -> Path:
+    root = tracking.project_root()
+    if not (root / "params.yaml").exists():
+        _fail(f"no params.yaml in {root} or its parents: run pucl inside the project")
+    return root
+
+
+def _validated_overrides(root: Path, assignments: list[str] | None) -> dict:
+    """Parse --set values and validate params.yaml with them, before any work starts."""
+    from pucl.config import parse_assignments
+    from pucl.stages.runner import resolve_params
+
+    try:
+        overrides = parse_assignments(assignments or [])
+        params = resolve_params(root, overrides)
+        from pucl.stages.preflight import check_inputs
+
+        check_inputs(params, root)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    return overrides
+
+
+def _prefect_env() -> None:
+    quiet_defaults()
+
+
+def _run_flow(call):
+    """Run a flow against one Prefect API; user errors raised inside it become one line
+    and exit 2."""
+    from pucl.flows._server import prefect_api
+
+    try:
+        with prefect_api():
+            return call()
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+
+
+def _frame_table(frame, title: str) -> Table:
+    from pucl.reporting import format_cell
+
+    table = Table(title=title)
+    for col in frame.columns:
+        table.add_column(str(col), justify="left" if frame[col].dtype == object else "right",
+                         overflow="fold")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(format_cell(v) for v in row))
+    return table
+
+
+def _split_list(text: str | None) -> list[str]:
+    return [v.strip() for v in (text or "").split(",") if v.strip()]

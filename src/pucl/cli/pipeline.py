@@ -1,0 +1,157 @@
+"""Commands that run or check the pipeline: repro (DVC), run (the Prefect flow), check,
+methods, and ui (the MLflow UI)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pucl import tracking
+from pucl.cli._common import (
+    SetOption,
+    _fail,
+    _metrics_table,
+    _prefect_env,
+    _project,
+    _run_flow,
+    _validated_overrides,
+    app,
+    err,
+    out,
+)
+from pucl.config import load_params
+from pucl.environment import quiet_defaults
+from pucl.errors import PuclError
+
+
+def _stage_env(root: Path, parent_run_id: str | None) -> dict[str, str]:
+    """Environment for DVC: this interpreter's bin first on PATH (stages run `python`),
+    telemetry off, and the parent MLflow run that stage runs nest under."""
+    env = quiet_defaults(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env[tracking.ROOT_ENV] = str(root)
+    if parent_run_id:
+        env[tracking.PARENT_RUN_ENV] = parent_run_id
+    return env
+
+
+@app.command()
+def repro(
+    stages: Annotated[
+        list[str] | None, typer.Argument(help="stages to reproduce (default: all)")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", "-f", help="rerun even if up to date")] = False,
+) -> None:
+    """Validate params.yaml, then run `dvc repro` under one parent MLflow run."""
+    root = tracking.project_root()
+    if not (root / "dvc.yaml").exists():
+        _fail(f"no dvc.yaml in {root} or its parents: run pucl inside the project")
+    try:  # refuse before DVC deletes any stage output
+        params = load_params(root / "params.yaml")
+        from pucl.stages.preflight import check_inputs
+
+        check_inputs(params, root)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    if importlib.util.find_spec("dvc") is None:
+        _fail("dvc is not installed in this environment (run: make setup)")
+
+    uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
+    cmd = [sys.executable, "-m", "dvc", "repro", *(["--force"] if force else []), *(stages or [])]
+    from pucl.stages._harness import pipeline_run
+
+    with pipeline_run(params, "pipeline (pucl repro)", "repro") as parent:
+        parent.log_artifact(root / "params.yaml")
+        code = subprocess.call(cmd, cwd=root, env=_stage_env(root, parent.run_id))
+        metrics_path = root / params.paths.evaluate / "metrics.json"
+        if code == 0 and metrics_path.exists():  # also when every stage was up to date
+            parent.log_metrics(json.loads(metrics_path.read_text()))
+            parent.log_artifact(metrics_path)
+        if code != 0:
+            parent.finish("FAILED")
+    if code != 0:
+        err.print(f"pucl: dvc repro failed (exit {code})")
+        raise typer.Exit(code)
+    table = _metrics_table(root / params.paths.evaluate / "metrics.json")
+    if table is not None:
+        out.print(table)
+    out.print(f"MLflow store: {uri}  (open it with `pucl ui`)")
+
+
+@app.command()
+def ui(
+    port: Annotated[int, typer.Option(help="port on localhost")] = 5000,
+) -> None:
+    """Start the MLflow UI on localhost for this project's tracking store."""
+    root = tracking.project_root()
+    params = load_params(root / "params.yaml")
+    uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
+    out.print(f"MLflow UI for {uri} at http://127.0.0.1:{port} (Ctrl-C to stop)")
+    raise typer.Exit(subprocess.call(
+        [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
+         "--host", "127.0.0.1", "--port", str(port)], cwd=root))
+
+
+@app.command()
+def check(assignments: SetOption = None) -> None:
+    """Validate params.yaml (with any --set overrides) and the data without running."""
+    root = _project()
+    _validated_overrides(root, assignments)
+    suffix = f" with {', '.join(assignments)}" if assignments else ""
+    out.print(f"params.yaml is valid{suffix} ({root / 'params.yaml'})")
+
+
+@app.command("run")
+def run_cmd(
+    set_: SetOption = None,
+    name: Annotated[str | None, typer.Option(
+        help="run name (default: run-<time>-<loss>-s<seed>)")] = None,
+    progress: Annotated[bool, typer.Option(help="progress bars")] = True,
+) -> None:
+    """Run the whole pipeline as a Prefect flow, in its own run directory (not the DVC outs)."""
+    root = _project()
+    overrides = _validated_overrides(root, set_)
+    _prefect_env()
+    from pucl.flows.pipeline import pipeline
+
+    summary = _run_flow(lambda: pipeline(overrides=overrides, run_name=name,
+                                         project=str(root), progress=progress))
+    table = Table(title=f"test metrics: {summary['name']}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary["metrics"].items():
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    out.print(table)
+    out.print(f"outputs: {summary['workdir']}")
+    if summary["mlflow_run_id"]:
+        out.print(f"MLflow parent run: {summary['mlflow_run_id']}  (pucl ui)")
+
+
+@app.command()
+def methods(
+    pattern: Annotated[str, typer.Argument(help="names matching this shell pattern")] = "*",
+) -> None:
+    """List every registered method by kind (prior estimators, losses, ...), with the
+    first line of its description."""
+    import pucl
+
+    for name in pucl._REGISTRIES:
+        registry = getattr(pucl, name)
+        if not registry.names(pattern):
+            continue
+        table = Table(title=f"{registry.kind} ({name})")
+        table.add_column("name")
+        table.add_column("settings in params.yaml")
+        table.add_column("what it is")
+        for entry in registry.entries():
+            if entry.name in registry.names(pattern):
+                table.add_row(entry.name, entry.params_key or "", entry.summary)
+        out.print(table)

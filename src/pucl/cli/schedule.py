@@ -1,0 +1,42 @@
+"""`pucl serve`: the retrain flow on a cron schedule."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from pucl.cli._common import (
+    SetOption,
+    _fail,
+    _prefect_env,
+    _project,
+    _run_flow,
+    _validated_overrides,
+    app,
+    out,
+)
+
+
+@app.command()
+def serve(
+    cron: Annotated[str, typer.Option(help="cron schedule of the retraining (UTC)")] = "0 2 * * *",
+    name: Annotated[str, typer.Option(help="deployment name")] = "pucl-retrain",
+    set_: SetOption = None,
+) -> None:
+    """Serve the retrain flow on a cron schedule (Ctrl-C stops it). Each run retrains on the
+    current params and data and moves the MLflow 'champion' alias only on improvement."""
+    from prefect.client.schemas.schedules import CronSchedule
+
+    try:
+        CronSchedule(cron=cron)
+    except Exception:
+        _fail(f"invalid --cron {cron!r}: expected five fields, e.g. '0 2 * * *' (02:00 daily)")
+    root = _project()
+    overrides = _validated_overrides(root, set_)
+    _prefect_env()
+    from pucl.flows.retrain import retrain
+
+    out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
+    _run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
+        "overrides": overrides, "project": str(root)}))

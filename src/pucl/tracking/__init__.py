@@ -1,0 +1,39 @@
+"""MLflow tracking: the only package that imports mlflow.
+
+The default store is a sqlite file in the project root, resolved to an absolute path at
+run time so that runs started from DVC's temporary experiment copies (`.dvc/tmp/exps/...`)
+land in the same store. When the store cannot be reached, the pipeline still completes
+and writes its outputs; one line says tracking is off.
+
+Run layout: one parent run per pipeline execution (tag `kind=pipeline`), one nested run
+per stage (`kind=stage`); a sweep adds a parent above its pipelines (`kind=sweep`).
+
+- `location`: project root, store URI, version tags;
+- `runs`: one run (`Run`), writing params, metrics, tags, artefacts and models;
+- `store`: the store and experiment (`Store`, `open_store`, `tracked_run`, the registry);
+- `dvc`: the parent run shared by the stages of one `dvc repro`.
+"""
+
+from pucl.tracking.dvc import dvc_invocation, invocation_parent
+from pucl.tracking.location import (
+    ROOT_ENV,
+    file_digest,
+    git_commit,
+    project_root,
+    resolve_tracking_uri,
+    standard_tags,
+)
+from pucl.tracking.runs import PARENT_RUN_ENV, TRACKING_ENV, Run, tracking_disabled
+from pucl.tracking.store import (
+    RunRecord,
+    Store,
+    open_store,
+    run_in,
+    tracked_run,
+    try_open_store,
+)
+
+__all__ = ["PARENT_RUN_ENV", "ROOT_ENV", "TRACKING_ENV", "Run", "RunRecord", "Store",
+           "dvc_invocation", "file_digest", "git_commit", "invocation_parent", "open_store",
+           "project_root", "resolve_tracking_uri", "run_in", "standard_tags", "tracked_run",
+           "tracking_disabled", "try_open_store"]

@@ -1,0 +1,198 @@
+"""An MLflow tracking store and one experiment in it: opening it (or saying once that
+tracking is off), creating runs, reading them back, and the model registry."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pucl.environment import quiet_defaults
+from pucl.tracking.location import standard_tags
+from pucl.tracking.runs import TRACKING_ENV, Run, _first_line, _warn, tracking_disabled
+
+
+@dataclass
+class RunRecord:
+    """A run read back from the store (plain data, for tables and tests)."""
+
+    run_id: str
+    name: str
+    status: str
+    start_time: int
+    params: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.tags.get("mlflow.parentRunId")
+
+    @classmethod
+    def of(cls, run: Any) -> RunRecord:
+        """From an mlflow.entities.Run."""
+        return cls(run.info.run_id, run.info.run_name or "", run.info.status,
+                   run.info.start_time or 0, dict(run.data.params), dict(run.data.metrics),
+                   dict(run.data.tags))
+
+
+class Store:
+    """An MLflow tracking store and one experiment in it."""
+
+    def __init__(self, client: Any, experiment_id: str, uri: str):
+        self.client = client
+        self.experiment_id = experiment_id
+        self.uri = uri
+
+    def start_run(self, name: str, tags: Mapping[str, Any], parent_run_id: str | None) -> Run:
+        all_tags = {"mlflow.runName": name, **tags}
+        if parent_run_id:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        run = self.client.create_run(self.experiment_id, run_name=name,
+                                     tags={k: str(v) for k, v in all_tags.items()})
+        return Run(self.client, run.info.run_id, self.uri)
+
+    def attach(self, run_id: str) -> Run:
+        return Run(self.client, run_id, self.uri)
+
+    def runs(self, filter_string: str = "", experiment_ids: list[str] | None = None
+             ) -> list[RunRecord]:
+        from mlflow.entities import ViewType
+
+        found = self.client.search_runs(experiment_ids or [self.experiment_id],
+                                        filter_string=filter_string,
+                                        run_view_type=ViewType.ACTIVE_ONLY,
+                                        max_results=50000, order_by=["attributes.start_time ASC"])
+        return [RunRecord.of(r) for r in found]
+
+    def children(self, run_id: str) -> list[RunRecord]:
+        return self.runs(f"tags.mlflow.parentRunId = '{run_id}'")
+
+    def get(self, run_id: str) -> RunRecord:
+        return RunRecord.of(self.client.get_run(run_id))
+
+    def artifacts(self, run_id: str, path: str | None = None) -> list[str]:
+        """Artifact paths of a run, recursively."""
+        out = []
+        for item in self.client.list_artifacts(run_id, path):
+            out.extend(self.artifacts(run_id, item.path) if item.is_dir else [item.path])
+        return out
+
+    # -- model registry ------------------------------------------------------------------
+
+    def register_model(self, name: str, model_id: str, run_id: str,
+                       tags: Mapping[str, Any]) -> str:
+        """A new version of registered model `name` from a logged model; its number."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_registered_model(name)
+        except MlflowException:
+            self.client.create_registered_model(
+                name, description="PU classifiers registered by the pucl retrain flow")
+        version = self.client.create_model_version(
+            name, f"models:/{model_id}", run_id=run_id, model_id=model_id,
+            tags={k: str(v) for k, v in tags.items()})
+        return str(version.version)
+
+    def version_for_alias(self, name: str, alias: str) -> Any | None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self.client.get_model_version_by_alias(name, alias)
+        except MlflowException:
+            return None
+
+    def set_alias(self, name: str, alias: str, version: str) -> None:
+        self.client.set_registered_model_alias(name, alias, version)
+
+    def set_version_tag(self, name: str, version: str, key: str, value: Any) -> None:
+        self.client.set_model_version_tag(name, version, key, str(value))
+
+
+def _configure_http() -> None:
+    import logging
+
+    # "Creating initial MLflow database tables..." is noise on every fresh store.
+    for name in ("mlflow.store.db.utils", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_defaults()
+    # A tracking server that is down must not stall the pipeline for minutes of retries.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+
+
+def open_store(uri: str, experiment: str, root: Path) -> Store:
+    """Connect and get (or create) the experiment; raises when the store is unusable."""
+    from mlflow.tracking import MlflowClient
+
+    _configure_http()
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is not None:
+        return Store(client, exp.experiment_id, uri)
+    location = (root / "mlartifacts").resolve().as_uri() if uri.startswith("sqlite") else None
+    try:
+        exp_id = client.create_experiment(experiment, artifact_location=location)
+    except Exception:  # created meanwhile by a concurrent run
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise
+        exp_id = exp.experiment_id
+    return Store(client, exp_id, uri)
+
+
+def try_open_store(uri: str, experiment: str, root: Path) -> Store | None:
+    """`open_store`, or None after one line on stderr (and tracking switched off for this
+    process and the stage processes it starts, so that the line is not repeated)."""
+    if tracking_disabled():
+        return None
+    try:
+        return open_store(uri, experiment, root)
+    except Exception as exc:
+        _warn(f"MLflow store {uri} cannot be used ({_first_line(exc)}); "
+              "results are written locally only")
+        os.environ[TRACKING_ENV] = "off"
+        return None
+
+
+@contextmanager
+def tracked_run(
+    name: str,
+    experiment: str,
+    uri: str,
+    root: Path,
+    tags: Mapping[str, Any] | None = None,
+    parent_run_id: str | None = None,
+) -> Iterator[Run]:
+    """Create a run (nested under `parent_run_id` when given), yield it, and close it
+    FINISHED, or FAILED when the body raises. Without a usable store, yields a run that
+    records nothing."""
+    with run_in(try_open_store(uri, experiment, root), name, root, tags,
+                parent_run_id) as handle:
+        yield handle
+
+
+@contextmanager
+def run_in(store: Store | None, name: str, root: Path, tags: Mapping[str, Any] | None = None,
+           parent_run_id: str | None = None) -> Iterator[Run]:
+    """`tracked_run` on a store already opened (or None: a run that records nothing)."""
+    handle = Run(None, None)
+    if store is not None:
+        try:
+            handle = store.start_run(name, {**standard_tags(root), **(tags or {})},
+                                     parent_run_id)
+        except Exception as exc:
+            _warn(f"MLflow store {store.uri} cannot be used ({_first_line(exc)}); "
+                  "results are written locally only")
+            os.environ[TRACKING_ENV] = "off"
+    try:
+        yield handle
+    except BaseException:
+        handle.finish("FAILED")
+        raise
+    handle.finish("FINISHED")
