@@ -89,3 +89,14 @@ def project(tmp_path, tracking_uri, monkeypatch) -> Path:
     monkeypatch.setenv("PUCL_ROOT", str(dest))
     monkeypatch.setenv("PATH", python_path())
     return dest
+
+
+# Parallel workers take whole test files in collection order: the longest files first,
+# so that no worker is left with one long file when the others are done.
+SLOWEST_FIRST = ("test_flows.py", "test_dvc_pipeline.py", "test_bad_inputs.py",
+                 "test_cli.py", "test_other_methods.py", "test_resume.py", "test_stages.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: rest in order
