@@ -97,7 +97,7 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
 @pytest.mark.parametrize("bad, message", [
     ({"objective": "svm"}, "objective must be one of nnpu, upu, pupl_ce, got 'svm'"),
     ({"loss": "simclr"}, "loss must be one of .*pucl.*, got 'simclr'"),
-    ({"prior": "km9"}, "prior must be a number in \\(0, 1\\) or one of km1, km2, got 'km9'"),
+    ({"prior": "km9"}, "prior must be a number in \\(0, 1\\) or one of bbe, km1, km2, got 'km9'"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
 ])

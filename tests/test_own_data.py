@@ -9,6 +9,7 @@ import pytest
 
 from pucl.data import load_dataset
 from pucl.errors import DataError
+from pucl.prior import PRIOR_ESTIMATORS
 from tests.conftest import make_project, tiny_params
 from tests.helpers import STAGES, read_metrics, stage
 
@@ -182,5 +183,5 @@ def test_oracle_prior_on_unlabelled_u_is_refused(tmp_path, tracking_uri, monkeyp
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1].endswith(
         "prior.method = 'oracle' needs the true labels of U, which this data does not have "
-        "(allowed here: km1, km2, given)")
+        f"(allowed here: {', '.join(PRIOR_ESTIMATORS.names())}, given)")
     assert not (project / "data/prior/prior.json").exists()
