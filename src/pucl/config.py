@@ -7,7 +7,6 @@ did-you-mean), so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from pucl.errors import ParamsError
+from pucl.errors import ParamsError, unknown_parameter
 
 
 class _Section(BaseModel):
@@ -85,11 +84,8 @@ class _MethodSection(_Section):
     def _extras_are_sub_sections(self) -> _MethodSection:
         for key, value in (self.model_extra or {}).items():
             if not isinstance(value, dict):  # a misspelt field, not a method's settings
-                close = difflib.get_close_matches(key, list(type(self).model_fields), n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise ValueError(f"unknown parameter {key!r}{hint} (allowed here: "
-                                 f"{', '.join(type(self).model_fields)}, or a method's "
-                                 "settings as a sub-section)")
+                raise ValueError(unknown_parameter(key, type(self).model_fields,
+                                                   ", or a method's settings as a sub-section"))
         return self
 
     def sub_section(self, key: str | None) -> dict[str, Any]:
@@ -261,10 +257,7 @@ def _describe(error: dict[str, Any]) -> str:
     loc = tuple(error["loc"])
     key = ".".join(str(p) for p in loc)
     if error["type"] == "extra_forbidden":
-        allowed = _field_names(Params, loc)
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        return f"unknown parameter '{key}'{hint} (allowed here: {', '.join(allowed)})"
+        return unknown_parameter(key, _field_names(Params, loc))
     if not loc:  # a rule across sections
         return error["msg"].removeprefix("Value error, ")
     message = error["msg"].removeprefix("Value error, ")

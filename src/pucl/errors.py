@@ -13,3 +13,18 @@ class ParamsError(PuclError):
 
 class DataError(PuclError):
     """Missing, unreadable or inconsistent data."""
+
+
+def did_you_mean(name: object, allowed) -> str:
+    """'; did you mean 'x'?' for the closest allowed name, or '' when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), list(allowed), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def unknown_parameter(key: str, allowed, also: str = "") -> str:
+    """The one-line message for a misspelt or unknown params key."""
+    allowed = list(allowed)
+    return (f"unknown parameter '{key}'{did_you_mean(key.rsplit('.', 1)[-1], allowed)} "
+            f"(allowed here: {', '.join(allowed)}{also})")

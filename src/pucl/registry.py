@@ -12,7 +12,6 @@ extend anywhere else.
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import importlib
 import inspect
@@ -23,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pucl.errors import ParamsError
+from pucl.errors import ParamsError, did_you_mean, unknown_parameter
 
 
 class EntryParams(BaseModel):
@@ -65,11 +64,7 @@ class Entry:
             error = exc.errors()[0]
             key = ".".join(str(p) for p in (where, *error["loc"]))
             if error["type"] == "extra_forbidden":
-                allowed = list(self.params.model_fields)
-                close = difflib.get_close_matches(str(error["loc"][-1]), allowed, n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise ParamsError(f"unknown parameter '{key}'{hint} (allowed here: "
-                                  f"{', '.join(allowed)})") from None
+                raise ParamsError(unknown_parameter(key, self.params.model_fields)) from None
             raise ParamsError(f"invalid parameter '{key}' = {error.get('input')!r}: "
                               f"{error['msg']}") from None
 
@@ -111,9 +106,8 @@ class Registry:
         try:
             return self._entries[name]
         except KeyError:
-            close = difflib.get_close_matches(str(name), self._entries, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ParamsError(f"unknown {self.kind} {name!r}{hint} (allowed: "
+            raise ParamsError(f"unknown {self.kind} {name!r}{did_you_mean(name, self._entries)} "
+                              f"(allowed: "
                               f"{', '.join(self.names())})") from None
 
     def names(self, pattern: str = "*", tag: str | None = None) -> list[str]:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from pucl.prior import PRIOR_ESTIMATORS
 from pucl.pupl import PSEUDO_LABELLERS
 from pucl.registry import Registry
 from pucl.data import check_task, get_task, load_dataset
-from pucl.errors import DataError, ParamsError
+from pucl.errors import DataError, ParamsError, unknown_parameter
 from pucl.stages._context import data_path
 
 # The params chosen from a registry: (section, field, registry, choices that are not
@@ -49,11 +48,8 @@ def check_methods(params: Params) -> None:
         for key, value in (section.model_extra or {}).items():
             where = f"{section_name}.{key}"
             if key not in keys:
-                allowed = [*type(section).model_fields, *sorted(keys)]
-                close = difflib.get_close_matches(key, allowed, n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
-                raise ParamsError(f"unknown parameter '{where}'{hint} (allowed here: "
-                                  f"{', '.join(allowed)})")
+                raise ParamsError(unknown_parameter(
+                    where, [*type(section).model_fields, *sorted(keys)]))
             if not isinstance(value, dict):
                 raise ParamsError(f"invalid parameter '{where}' = {value!r}: the settings of "
                                   f"{keys[key].name!r} must be a mapping")
