@@ -42,6 +42,8 @@ class PathsParams(_Section):
     classifier: str = "data/classifier"
     evaluate: str = "data/evaluate"
     runs: str = Field("data/runs", description="per-run directories of flows and sweeps")
+    # the tracked dataset (data.dataset: tracked): one DVC-tracked directory of batches
+    dataset: str = "data/dataset"
     # finished pretrainings by fingerprint (params, seed, split, training code): a sweep
     # whose points differ only downstream trains each encoder once. null: off.
     pretrain_cache: str | None = "data/cache/pretrain"
@@ -63,7 +65,8 @@ class DataParams(_Section):
     seed: int = Field(0, ge=0, description="seed of the train/test split (fixed across runs)")
     download: bool = Field(False, description="let torchvision fetch missing files")
     path: str | None = Field(None, description="npz file or image folder (datasets npz, "
-                             "folder), relative to the project root")
+                             "folder), relative to the project root in params.yaml and "
+                             "to the current directory in --set")
 
 
 class SplitParams(_Section):
@@ -302,6 +305,19 @@ def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
 
 def load_params(path: str | Path) -> Params:
     return parse_params(read_yaml_mapping(path, "params file"))
+
+
+def is_path_key(key: str) -> bool:
+    """Params that name a file or directory (relative ones: to the project root in
+    params.yaml, to the current directory on the command line)."""
+    return key == "data.path" or key.startswith("paths.")
+
+
+def anchor_paths(overrides: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Relative path values of command-line overrides made absolute against `directory`
+    (where the user typed them), so a run directory never changes what they point at."""
+    return {k: str((directory / v).resolve()) if is_path_key(k) and isinstance(v, str)
+            and not Path(v).is_absolute() else v for k, v in overrides.items()}
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

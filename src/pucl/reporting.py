@@ -187,3 +187,45 @@ def ablation_tables(rows: list[dict], epochs: int) -> tuple[str, pd.DataFrame]:
         lines.append(f"| {n_p} | {group['gamma'].iloc[0]:.3f} | {loss} | " + " | ".join(cells)
                      + " |")
     return "\n".join(lines) + "\n", frame
+
+
+def retrain_history_figures(versions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Two figures from the registered versions (`Store.versions`): the holdout score of
+    each version, the champion marked, and the prior estimate of U over data versions."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def number(v: dict, key: str) -> float:
+        try:
+            return float(v["tags"].get(key, "nan"))
+        except ValueError:
+            return float("nan")
+
+    numbers = [v["version"] for v in versions]
+    scores = [number(v, "holdout_score") for v in versions]
+    score_fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    ax.plot(numbers, scores, marker="o", label="version")
+    champions = [v for v in versions if "champion" in v["aliases"]]
+    if champions:
+        ax.scatter([c["version"] for c in champions],
+                   [number(c, "holdout_score") for c in champions], s=160,
+                   facecolors="none", edgecolors="red", label="champion")
+    ax.set(xlabel="model version", ylabel="holdout score",
+           title="holdout score of each registered version")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+    by_data: dict[str, float] = {}
+    for v in versions:  # one point per data version, in the order they first appeared
+        by_data.setdefault(v["tags"].get("data.version", "?"), number(v, "prior_estimate"))
+    prior_fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    ax.plot(range(1, len(by_data) + 1), list(by_data.values()), marker="o")
+    ax.set_xticks(range(1, len(by_data) + 1), [k[:7] for k in by_data], rotation=30,
+                  fontsize=7)
+    ax.set(xlabel="data version", ylabel="estimated prior of U",
+           title="class prior over data versions")
+    ax.grid(alpha=0.3)
+    return {"champion_holdout_score.png": score_fig, "prior_by_data_version.png": prior_fig}

@@ -62,11 +62,11 @@ def _project() -> Path:
 
 def _validated_overrides(root: Path, assignments: list[str] | None) -> dict:
     """Parse --set values and validate params.yaml with them, before any work starts."""
-    from pucl.config import parse_assignments
+    from pucl.config import anchor_paths, parse_assignments
     from pucl.stages.runner import resolve_params
 
     try:
-        overrides = parse_assignments(assignments or [])
+        overrides = anchor_paths(parse_assignments(assignments or []), Path.cwd())
         params = resolve_params(root, overrides)
         from pucl.stages.preflight import check_inputs
 

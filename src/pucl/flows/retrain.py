@@ -1,24 +1,40 @@
-"""Scheduled retraining: run the pipeline, register the new classifier in the MLflow model
-registry, and move the `champion` alias to it only when its test metric beats the
-champion's.
+"""Scheduled retraining: one pass trains a challenger when data, params or code changed
+since the champion was trained, scores champion and challenger on the same frozen
+holdout, and moves the MLflow `champion` alias only by the margin rule.
 
-`pucl serve --cron "0 2 * * *"` serves this flow on a cron schedule (`flow.serve`);
-`prefect.yaml` deploys it to a work pool instead (e.g. GPU workers).
+`pucl retrain` runs one pass now; `pucl serve --cron "0 2 * * *"` serves the same flow on
+a schedule; `prefect.yaml` deploys it to a work pool. docs/production.md walks through a
+cycle. Everything one pass decides is written to its MLflow run (`kind=retrain`) as
+`retrain.*` tags; the pipeline run of the challenger is nested under it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+import numpy as np
+from prefect import flow, get_run_logger
 
+import pucl
 from pucl import tracking
-from pucl.flows._tasks import project_dir
-from pucl.flows.pipeline import pipeline
-from pucl.stages.runner import resolve_params
+from pucl.config import Params
+from pucl.data import get_task, load_dataset
+from pucl.data.tracked import read_holdout
+from pucl.datastore import data_identity, exclusive, holdout_digest
+from pucl.errors import PuclError
+from pucl.flows._tasks import prefect_stage_call, project_dir
+from pucl.metrics import classification_metrics
+from pucl.serving import score
+from pucl.stages._context import data_path
+from pucl.stages.runner import default_run_name, resolve_params, run_directory, run_pipeline
+from pucl.validation import ValidationFailed
 
-CHAMPION = "champion"
+CHAMPION = tracking.CHAMPION
+LOCK_TIMEOUT_S = 10.0
 
 
 def should_promote(challenger: float, champion: float | None, min_improvement: float) -> bool:
@@ -26,66 +42,210 @@ def should_promote(challenger: float, champion: float | None, min_improvement: f
     return champion is None or challenger > champion + min_improvement
 
 
-def _champion_value(store: tracking.Store, version: Any, metric: str) -> float | None:
-    """The champion's metric: from its version tag, else from the run that logged it."""
-    if version is None:
-        return None
-    if metric in version.tags:
-        return float(version.tags[metric])
-    if version.run_id:
-        value = store.get(version.run_id).metrics.get(metric)
-        return None if value is None else float(value)
-    return None
+@dataclass
+class Decision:
+    decision: str  # promoted | kept | skipped
+    reason: str
+    holdout_sha256: str
+    metric: str
+    champion_score: float | None = None
+    challenger_score: float | None = None
+    champion_version: str | None = None  # the champion after this pass
+    challenger_version: str | None = None
+    prior_estimate: float | None = None
+    prior_drift: float | None = None
+    fingerprint: str = ""
+    run_id: str | None = None
+
+    def tags(self) -> dict[str, str]:
+        return {f"retrain.{k}": "none" if v is None else str(v)
+                for k, v in asdict(self).items() if k != "run_id"}
 
 
-@task(name="promote", cache_policy=NO_CACHE)
-def promote(outcome: dict[str, Any], overrides: dict[str, Any] | None,
-            project: str | None) -> dict[str, Any]:
-    """Register the run's classifier and move the champion alias on improvement."""
+# -- what the champion was trained on ---------------------------------------------------
+
+def code_digest() -> str:
+    """sha256 of the installed pucl sources (what a retrain would run)."""
+    h = hashlib.sha256()
+    package = Path(pucl.__file__).parent
+    for file in sorted(package.rglob("*.py")):
+        h.update(str(file.relative_to(package)).encode())
+        h.update(file.read_bytes())
+    return h.hexdigest()
+
+
+def params_digest(params: Params) -> str:
+    """The params that shape the model (not where outputs go or how runs are tracked)."""
+    shaping = params.model_dump(mode="json", exclude={"paths", "tracking"})
+    return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()
+
+
+def fingerprint(params: Params, root: Path) -> dict[str, str]:
+    data = data_identity(params, root)[1]
+    parts = {"data": data, "params": params_digest(params), "code": code_digest()}
+    parts["all"] = hashlib.sha256("|".join(parts.values()).encode()).hexdigest()
+    return parts
+
+
+# -- the frozen holdout -----------------------------------------------------------------
+
+def holdout(params: Params, root: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Float inputs and binary labels the champion and challenger are both scored on: the
+    tracked dataset's frozen holdout, else the dataset's test split (fixed by data.seed)."""
+    from pucl.data.registry import unit_scale
+
+    d = params.data
+    if d.dataset == "tracked":
+        x, y = read_holdout(root / params.paths.dataset)
+        return unit_scale(x).astype(np.float32), y
+    data = load_dataset(d.dataset, root=str(root / params.paths.data_root),
+                        test_fraction=d.test_fraction, seed=d.seed, download=d.download,
+                        path=data_path(params, root))
+    task = get_task(d.task)
+    keep = np.flatnonzero(task.keep(data.y_test))
+    return (unit_scale(data.x_test[keep]).astype(np.float32),
+            task.binarize(data.y_test[keep]).astype(np.int64))
+
+
+def holdout_score(store: tracking.Store, name: str, version: str, x: np.ndarray,
+                  y: np.ndarray, metric: str) -> float:
+    model = tracking.load_version(store.uri, name, version)
+    return classification_metrics(y, score(model, x, what=f"{name} v{version}"))[metric]
+
+
+# -- one pass ---------------------------------------------------------------------------
+
+def _open_store(params: Params, root: Path) -> tracking.Store:
+    """The store, or one line: retraining needs its model registry (no silent skip)."""
+    uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
+    try:
+        store = tracking.open_store(uri, params.tracking.experiment, root)
+        store.client.search_registered_models(max_results=1)
+    except Exception as exc:
+        text = str(exc).strip()
+        raise tracking.StoreUnavailable(
+            f"MLflow store {uri} cannot be used ({type(exc).__name__}"
+            f"{': ' + text.splitlines()[0] if text else ''}); retraining needs its model "
+            "registry") from None
+    return store
+
+
+def _figures(store: tracking.Store, run: tracking.Run, name: str, workdir: Path) -> None:
+    """The champion's holdout score over model versions, the prior estimate over data
+    versions: from the registered versions' tags."""
+    from pucl.reporting import retrain_history_figures
+
+    from pucl.io import save_figure
+
+    for filename, fig in retrain_history_figures(store.versions(name)).items():
+        path = workdir / filename
+        save_figure(path, fig)
+        run.log_artifact(path, "figures")
+
+
+def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
     logger = get_run_logger()
-    root = project_dir(project)
-    params = resolve_params(root, overrides)
     t = params.tracking
-    uri = tracking.resolve_tracking_uri(t.uri, root)
-    store = tracking.try_open_store(uri, t.experiment, root)
-    parent_id = outcome.get("mlflow_run_id")
-    if store is None or not parent_id:
-        logger.warning("MLflow is unavailable: the classifier was not registered")
-        return {"decision": "not_registered"}
-    evaluated = [r for r in store.children(parent_id) if r.tags.get("stage") == "evaluate"]
-    model_id = evaluated[0].tags.get("model_id") if evaluated else None
-    if not model_id:
-        logger.warning("the evaluate run logged no model: nothing to register")
-        return {"decision": "not_registered"}
-    value = float(outcome["metrics"][t.champion_metric])
-    version = store.register_model(
-        t.registered_model, model_id, evaluated[0].run_id,
-        {t.champion_metric: value, "dataset": params.data.dataset, "task": params.data.task,
-         "pipeline_run_id": parent_id})
-    current = store.version_for_alias(t.registered_model, CHAMPION)
-    champion_value = _champion_value(store, current, t.champion_metric)
-    promoted = should_promote(value, champion_value, t.min_improvement)
-    if promoted:
-        store.set_alias(t.registered_model, CHAMPION, version)
-    decision = {
-        "decision": "promoted" if promoted else "kept",
-        "registered_model": t.registered_model, "version": version,
-        "metric": t.champion_metric, "challenger": value,
-        "champion_before": champion_value,
-        "champion_version": version if promoted else (current.version if current else None),
-    }
-    store.attach(parent_id).set_tags({f"champion.{k}": v for k, v in decision.items()})
-    logger.info(
-        f"{t.registered_model} v{version}: {t.champion_metric} {value:.4f} vs champion "
-        f"{'none' if champion_value is None else f'{champion_value:.4f}'} -> "
-        f"{decision['decision']}")
-    return decision
+    store = _open_store(params, root)
+    x_hold, y_hold = holdout(params, root)
+    sha = holdout_digest(x_hold, y_hold)
+    prints = fingerprint(params, root)
+    data_name, data_digest, data_source = data_identity(params, root)
+    champion = store.version_for_alias(t.registered_model, CHAMPION)
+    decision = Decision("skipped", "", sha, t.champion_metric, fingerprint=prints["all"],
+                        champion_version=champion.version if champion else None)
+    name = default_run_name(params, "retrain")
+    with tracking.run_in(store, name, root, {"kind": "retrain", "dataset": params.data.dataset,
+                                             "task": params.data.task,
+                                             "data.version": data_digest[:16]}) as run:
+        decision.run_id = run.run_id
+        run.log_dataset(data_name, data_digest, data_source)
+        if champion is not None and champion.tags.get("retrain.fingerprint") == prints["all"]:
+            decision.reason = (f"data, params and code unchanged since champion "
+                               f"v{champion.version} was trained")
+            decision.champion_score = _float(champion.tags.get("holdout_score"))
+            _record(run, decision, logger)
+            return decision
+        workdir = run_directory(root, params, name)
+        try:
+            result = run_pipeline(params, workdir, name.replace("retrain", "challenger", 1),
+                                  tags={"retrain_run_id": run.run_id}, progress=progress,
+                                  entry="retrain", parent_run_id=run.run_id,
+                                  stage_call=prefect_stage_call)
+        except ValidationFailed as exc:  # a failed data gate: train nothing, move nothing
+            decision.decision, decision.reason = "kept", f"data contract failed: {exc}"
+            _record(run, decision, logger)
+            return decision
+        evaluated = [r for r in store.children(result.mlflow_run_id)
+                     if r.tags.get("stage") == "evaluate"]
+        model_id = evaluated[0].tags.get("model_id") if evaluated else None
+        if not model_id:
+            raise tracking.StoreUnavailable("the challenger's evaluate run logged no model, so it "
+                                   "cannot be registered; see its MLflow run")
+        decision.prior_estimate = _float(result.metrics.get("prior_estimate"))
+        version = store.register_model(t.registered_model, model_id, evaluated[0].run_id, {
+            "retrain.fingerprint": prints["all"], "holdout_sha256": sha,
+            "dataset": params.data.dataset, "task": params.data.task,
+            "data.version": data_digest[:16], "prior_estimate": decision.prior_estimate,
+            "pipeline_run_id": result.mlflow_run_id, "retrain_run_id": run.run_id})
+        decision.challenger_version = version
+        decision.challenger_score = holdout_score(store, t.registered_model, version, x_hold,
+                                                  y_hold, t.champion_metric)
+        store.set_version_tag(t.registered_model, version, "holdout_score",
+                              decision.challenger_score)
+        if champion is not None:
+            previous = _float(champion.tags.get("prior_estimate"))
+            if previous is not None and decision.prior_estimate is not None:
+                decision.prior_drift = decision.prior_estimate - previous
+            try:
+                decision.champion_score = holdout_score(store, t.registered_model,
+                                                        champion.version, x_hold, y_hold,
+                                                        t.champion_metric)
+            except PuclError as exc:  # e.g. trained on inputs of another shape
+                decision.reason = f"the champion cannot score this holdout ({exc}); "
+        if should_promote(decision.challenger_score, decision.champion_score,
+                          t.min_improvement):
+            store.set_alias(t.registered_model, CHAMPION, version)
+            decision.decision, decision.champion_version = "promoted", version
+            decision.reason += (f"challenger {decision.challenger_score:.4f} > champion "
+                                f"{_show(decision.champion_score)} + {t.min_improvement:g}"
+                                if champion is not None else "no champion yet")
+        else:
+            decision.decision = "kept"
+            decision.reason += (f"challenger {decision.challenger_score:.4f} <= champion "
+                                f"{decision.champion_score:.4f} + {t.min_improvement:g}")
+        _record(run, decision, logger)
+        _figures(store, run, t.registered_model, workdir)
+        return decision
 
 
-@flow(name="pucl-retrain", description="Retrain on the current params and data; promote the "
-      "new classifier to the MLflow 'champion' alias only when it is better")
+def _float(value: Any) -> float | None:
+    try:
+        return None if value in (None, "", "none") else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _show(value: float | None) -> str:
+    return "none" if value is None else f"{value:.4f}"
+
+
+def _record(run: tracking.Run, decision: Decision, logger: Any) -> None:
+    run.set_tags(decision.tags())
+    run.log_metrics({f"retrain.{k}": getattr(decision, k) for k in (
+        "champion_score", "challenger_score", "prior_estimate", "prior_drift")
+        if getattr(decision, k) is not None})
+    logger.info(f"retrain: {decision.decision} ({decision.reason})")
+
+
+@flow(name="pucl-retrain", description="Train a challenger when data, params or code "
+      "changed; promote it to the MLflow 'champion' alias only when it beats the champion "
+      "on the same frozen holdout")
 def retrain(overrides: dict[str, Any] | None = None, project: str | None = None,
             progress: bool = False) -> dict[str, Any]:
-    outcome = pipeline(overrides=overrides, project=project, progress=progress,
-                       name_prefix="retrain")
-    return {**outcome, "champion": promote(outcome, overrides, project)}
+    """One pass; returns the decision as plain data. Two passes never run at once on one
+    project: the second refuses after LOCK_TIMEOUT_S."""
+    root = project_dir(project)
+    params = resolve_params(root, overrides)
+    with exclusive(root / params.paths.runs / "retrain.lock", "retrain", LOCK_TIMEOUT_S):
+        return asdict(retrain_once(params, root, progress))

@@ -26,7 +26,10 @@ LABEL_COLUMNS = ("index", "pseudo_label")
 
 
 def data_path(params: Params, root: Path) -> str | None:
-    """data.path (bring-your-own file or folder) resolved against the project root."""
+    """What the dataset reads: the tracked dataset's directory (`paths.dataset`), or
+    data.path (bring-your-own file or folder), resolved against the project root."""
+    if params.data.dataset == "tracked":
+        return str(root / params.paths.dataset)
     return str(root / params.data.path) if params.data.path else None
 
 

@@ -65,6 +65,10 @@ def pipeline_run(params: Params, name: str, entry: str, tags: dict | None = None
                               {**pipeline_tags(params, entry), **(tags or {})},
                               parent_run_id) as parent:
         parent.log_params(all_params(params))
+        from pucl.datastore import data_identity
+
+        name, digest, source = data_identity(params, root)
+        parent.log_dataset(name, digest, source)
         yield parent
 
 

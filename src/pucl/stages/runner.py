@@ -56,15 +56,20 @@ def read_raw_params(root: Path) -> dict:
 
 def resolve_params(root: Path, overrides: dict[str, Any] | None = None,
                    raw: dict | None = None) -> Params:
-    """params.yaml (or `raw`) with dotted overrides, validated; the data root and the
-    pretraining cache are pinned to absolute paths so that stages running in a run
-    directory read the project's data and share one cache."""
+    """params.yaml (or `raw`) with dotted overrides, validated; the inputs (data root,
+    tracked dataset, data.path) and the pretraining cache are pinned to absolute paths
+    against the project root, so that stages running in a run directory read the
+    project's data and share one cache."""
     params = parse_params(apply_overrides(raw if raw is not None else read_raw_params(root),
                                           overrides or {}))
-    shared = {"data_root": str((root / params.paths.data_root).resolve())}
-    if params.paths.pretrain_cache:
-        shared["pretrain_cache"] = str((root / params.paths.pretrain_cache).resolve())
-    return params.model_copy(update={"paths": params.paths.model_copy(update=shared)})
+    shared = {key: str((root / getattr(params.paths, key)).resolve())
+              for key in ("data_root", "dataset", "pretrain_cache")
+              if getattr(params.paths, key)}
+    update: dict[str, Any] = {"paths": params.paths.model_copy(update=shared)}
+    if params.data.path:
+        update["data"] = params.data.model_copy(
+            update={"path": str((root / params.data.path).resolve())})
+    return params.model_copy(update=update)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=,-]+")

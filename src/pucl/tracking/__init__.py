@@ -11,7 +11,8 @@ per stage (`kind=stage`); a sweep adds a parent above its pipelines (`kind=sweep
 - `location`: project root, store URI, version tags;
 - `runs`: one run (`Run`), writing params, metrics, tags, artefacts and models;
 - `store`: the store and experiment (`Store`, `open_store`, `tracked_run`, the registry);
-- `dvc`: the parent run shared by the stages of one `dvc repro`.
+- `dvc`: the parent run shared by the stages of one `dvc repro`;
+- `registry`: model references (NAME@ALIAS) and loading a registered version.
 """
 
 from pucl.tracking.dvc import dvc_invocation, invocation_parent
@@ -23,6 +24,16 @@ from pucl.tracking.location import (
     resolve_tracking_uri,
     standard_tags,
 )
+from pucl.tracking.registry import (
+    CHAMPION,
+    ModelNotFound,
+    StoreUnavailable,
+    load_version,
+    open_registry,
+    parse_reference,
+    resolve_version,
+    use_tracking_uri,
+)
 from pucl.tracking.runs import PARENT_RUN_ENV, TRACKING_ENV, Run, tracking_disabled
 from pucl.tracking.store import (
     RunRecord,
@@ -33,7 +44,9 @@ from pucl.tracking.store import (
     try_open_store,
 )
 
-__all__ = ["PARENT_RUN_ENV", "ROOT_ENV", "TRACKING_ENV", "Run", "RunRecord", "Store",
-           "dvc_invocation", "file_digest", "git_commit", "invocation_parent", "open_store",
-           "project_root", "resolve_tracking_uri", "run_in", "standard_tags", "tracked_run",
-           "tracking_disabled", "try_open_store"]
+__all__ = ["CHAMPION", "PARENT_RUN_ENV", "ROOT_ENV", "TRACKING_ENV", "ModelNotFound", "Run",
+           "RunRecord", "Store", "StoreUnavailable", "dvc_invocation", "file_digest",
+           "git_commit", "invocation_parent", "load_version", "open_registry", "open_store",
+           "parse_reference", "project_root", "resolve_tracking_uri", "resolve_version",
+           "run_in", "standard_tags", "tracked_run", "tracking_disabled", "try_open_store",
+           "use_tracking_uri"]

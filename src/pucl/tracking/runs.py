@@ -82,6 +82,20 @@ class Run:
         elif path.exists():
             self._safe("log artifact", "log_artifact", str(path), artifact_path)
 
+    def log_dataset(self, name: str, digest: str, source: str, context: str = "training",
+                    profile: Mapping[str, Any] | None = None) -> None:
+        """The data this run read, as an MLflow dataset input (the runs table's Dataset
+        column): its name, version digest and where it lives."""
+        import json
+
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        dataset = Dataset(name=name, digest=digest[:36], source_type="local",
+                          source=json.dumps({"uri": source}),
+                          profile=json.dumps(dict(profile or {})))
+        self._safe("log dataset", "log_inputs",
+                   datasets=[DatasetInput(dataset, [InputTag("mlflow.data.context", context)])])
+
     def log_text(self, text: str, artifact_file: str) -> None:
         self._safe("log text", "log_text", text, artifact_file)
 

@@ -106,6 +106,18 @@ class Store:
         except MlflowException:
             return None
 
+    def versions(self, name: str) -> list[dict[str, Any]]:
+        """Every version of a registered model, oldest first, as plain data: version,
+        creation time (ms), tags, and the aliases pointing at it."""
+        model = self.client.get_registered_model(name)
+        aliases: dict[str, list[str]] = {}
+        for alias, version in (model.aliases or {}).items():
+            aliases.setdefault(str(version), []).append(alias)
+        found = self.client.search_model_versions(f"name = '{name}'")
+        return sorted(({"version": int(v.version), "created": v.creation_timestamp,
+                        "tags": dict(v.tags), "aliases": aliases.get(str(v.version), [])}
+                       for v in found), key=lambda v: v["version"])
+
     def set_alias(self, name: str, alias: str, version: str) -> None:
         self.client.set_registered_model_alias(name, alias, version)
 
@@ -126,6 +138,11 @@ def _configure_http() -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
 
 
+# The MLflow UI opens an experiment on the view of its kind; untagged ones land on the
+# GenAI overview. pucl trains models.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
 def open_store(uri: str, experiment: str, root: Path) -> Store:
     """Connect and get (or create) the experiment; raises when the store is unusable."""
     from mlflow.tracking import MlflowClient
@@ -134,10 +151,14 @@ def open_store(uri: str, experiment: str, root: Path) -> Store:
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is not None:
+        for key, value in EXPERIMENT_KIND.items():
+            if key not in exp.tags:
+                client.set_experiment_tag(exp.experiment_id, key, value)
         return Store(client, exp.experiment_id, uri)
     location = (root / "mlartifacts").resolve().as_uri() if uri.startswith("sqlite") else None
     try:
-        exp_id = client.create_experiment(experiment, artifact_location=location)
+        exp_id = client.create_experiment(experiment, artifact_location=location,
+                                          tags=EXPERIMENT_KIND)
     except Exception:  # created meanwhile by a concurrent run
         exp = client.get_experiment_by_name(experiment)
         if exp is None:

@@ -198,3 +198,40 @@ def metrics(values: dict) -> SuiteReport:
     checks += [Check("ExpectColumnValuesToNotBeNull", "metrics", {"column": m})
                for m in ("accuracy", "f1", "precision", "recall") if m in present]
     return run_suite("metrics", {"metrics": frame}, checks)
+
+
+def batch(x: np.ndarray, pu: np.ndarray, y: np.ndarray, shape: Sequence[int], dtype: str,
+          holdout: np.ndarray) -> SuiteReport:
+    """An arriving batch of the tracked dataset (`pucl data add`): rows present, the
+    dataset's dtype and shape, finite values in range, pu in {0, 1}, y in {-1, 0, 1} and 1
+    on every labelled positive, and no row equal to a holdout row (arriving data never
+    enters the frozen holdout, so the scores on it stay comparable)."""
+    rows = _image_rows(x, y, "batch").assign(pu=pu, digest=image_digest(x))
+    images = x.ndim == 4
+    checks = [
+        Check("ExpectTableRowCountToBeBetween", "batch", {"min_value": 1}, "rows present"),
+        Check("ExpectColumnValuesToBeInSet", "batch", {"column": "dtype", "value_set": [dtype]},
+              "the dataset's dtype"),
+        Check("ExpectColumnValuesToBeInSet", "batch",
+              {"column": "shape", "value_set": ["x".join(map(str, shape))]},
+              "the dataset's shape"),
+        Check("ExpectColumnValuesToBeBetween", "batch", {"column": "non_finite",
+                                                         "min_value": 0, "max_value": 0},
+              "NaN/inf values"),
+        Check("ExpectColumnValuesToBeInSet", "batch", {"column": "pu", "value_set": [0, 1]}),
+        Check("ExpectColumnValuesToBeInSet", "batch", {"column": "label",
+                                                       "value_set": [-1, 0, 1]}),
+        Check("ExpectColumnValuesToNotBeInSet", "batch",
+              {"column": "digest", "value_set": sorted(set(image_digest(holdout)))},
+              "rows also in the frozen holdout"),
+    ]
+    if images:
+        checks += [Check("ExpectColumnValuesToBeBetween", "batch",
+                         {"column": "pixel_min", "min_value": 0}),
+                   Check("ExpectColumnValuesToBeBetween", "batch",
+                         {"column": "pixel_max", "max_value": 255})]
+    frames = {"batch": rows, "labelled": rows.loc[rows["pu"] == 1, ["label"]]}
+    checks.append(Check("ExpectColumnValuesToBeInSet", "labelled",
+                        {"column": "label", "value_set": [1]},
+                        "labelled positives are positives"))
+    return run_suite("batch", frames, checks)

@@ -1,0 +1,219 @@
+"""Commands of the production cycle (docs/production.md): `data init | add | status`
+grow the tracked dataset, `retrain` runs one pass of the retrain flow, `predict` scores
+new inputs with a registered classifier."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pucl import tracking
+from pucl.cli._common import (
+    SetOption,
+    _fail,
+    _prefect_env,
+    _project,
+    _run_flow,
+    _validated_overrides,
+    app,
+    out,
+)
+from pucl.errors import PuclError
+
+data_app = typer.Typer(help="The tracked dataset (paths.dataset): create it, add batches, "
+                       "show its version.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+def _typed(path: str) -> Path:
+    """A path as the user typed it: relative to the current directory."""
+    return Path(path).expanduser().resolve()
+
+
+def _dataset(set_: list[str] | None):
+    from pucl.stages.runner import resolve_params
+
+    root = _project()
+    from pucl.config import anchor_paths, parse_assignments
+
+    try:
+        overrides = anchor_paths(parse_assignments(set_ or []), Path.cwd())
+        params = resolve_params(root, overrides)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    return root, params, Path(params.paths.dataset)
+
+
+def _log_data_run(root: Path, params, name: str, tags: dict, metrics: dict) -> str | None:
+    """One MLflow run (kind=data) per change of the tracked dataset."""
+    from pucl.datastore import data_identity
+
+    uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
+    with tracking.tracked_run(name, params.tracking.experiment, uri, root,
+                              {"kind": "data", **tags}) as run:
+        run.log_metrics(metrics)
+        run.log_dataset(*data_identity(params.model_copy(update={"data": params.data.model_copy(
+            update={"dataset": "tracked", "task": "given"})}), root))
+        return run.run_id
+
+
+@data_app.command("init")
+def data_init(
+    source: Annotated[str, typer.Argument(
+        help="a dataset with class labels (default: the embedded mnist5k, labelled by "
+             "data.task and split.n_p), or an npz file / image folder of your own")] = "mnist5k",
+    rows: Annotated[int | None, typer.Option(
+        help="take this many training rows (seeded by base.seed); default all")] = None,
+    rest: Annotated[str | None, typer.Option(
+        help="write the training rows not taken to this npz, a batch to add later")] = None,
+    set_: SetOption = None,
+) -> None:
+    """Create the tracked dataset: its frozen holdout and its first batch, as a DVC
+    version. Refuses when it already holds data."""
+    from pucl import datastore
+
+    root, params, directory = _dataset(set_)
+    rest_path = _typed(rest) if rest else None
+    try:
+        if rest_path is not None and rest_path.suffix != ".npz":
+            raise PuclError(f"--rest {rest}: the batch file must end in .npz")
+        source_arg = str(_typed(source)) if Path(source).exists() else source
+        batch, x_test, y_test = datastore.initial_batch(
+            params, source_arg, Path(params.paths.data_root))
+        first, remaining = datastore.take_rows(batch, rows, params.base.seed)
+        version = datastore.init_dataset(root, directory, first, x_test, y_test)
+        if rest_path is not None and remaining is not None:
+            datastore.write_npz(rest_path, remaining.arrays())
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    _log_data_run(root, params, "data init", {**version.as_tags(), "data.batch": "00000",
+                                              "data.source": source},
+                  {"rows": len(first.x), "positives": int(first.pu.sum()),
+                   "holdout_rows": len(x_test)})
+    out.print(f"tracked dataset {directory}: {len(first.x)} training rows "
+              f"({int(first.pu.sum())} labelled positive), holdout {len(x_test)} rows; "
+              f"version {version.digest[:12]} (DVC {version.dvc_md5})")
+    if rest_path is not None and remaining is not None:
+        out.print(f"the other {len(remaining.x)} rows: {rest_path} (pucl data add {rest})")
+    out.print("train on it with data.dataset: tracked (params.yaml or --set)")
+
+
+@data_app.command("add")
+def data_add(
+    path: Annotated[str, typer.Argument(
+        help="the batch: npz with x, pu[, y], or a folder with positive/ and unlabeled/")],
+    set_: SetOption = None,
+) -> None:
+    """Append a batch to the tracked dataset as a new DVC version. It is checked whole
+    first (shape, dtype, labels, the batch data contract): refused, nothing changes."""
+    from pucl import datastore
+
+    root, params, directory = _dataset(set_)
+    try:
+        batch_id, rows, positives, version = datastore.add_batch(
+            root, directory, _typed(path), validate=params.validation.enabled)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    _log_data_run(root, params, f"data add {batch_id}",
+                  {**version.as_tags(), "data.batch": batch_id, "data.source": str(path)},
+                  {"rows": rows, "positives": positives, "total_rows": version.rows})
+    out.print(f"batch {batch_id}: {rows} rows ({positives} labelled positive) added to "
+              f"{directory}; {version.batches} batches, {version.rows} rows; version "
+              f"{version.digest[:12]} (DVC {version.dvc_md5})")
+
+
+@data_app.command("status")
+def data_status(set_: SetOption = None) -> None:
+    """The tracked dataset's batches, rows and version."""
+    from pucl import datastore
+    from pucl.data.tracked import is_initialised
+
+    _, _, directory = _dataset(set_)
+    if not is_initialised(directory):
+        out.print(f"tracked dataset {directory}: no data yet (pucl data init [SOURCE])")
+        return
+    v = datastore.current_version(directory)
+    out.print(f"tracked dataset {directory}: {v.batches} batches, {v.rows} training rows; "
+              f"version {v.digest[:12]}, DVC {v.dvc_md5}")
+
+
+@app.command()
+def retrain(set_: SetOption = None,
+            progress: Annotated[bool, typer.Option(help="progress bars")] = True) -> None:
+    """One pass of the retrain flow (what `pucl serve` schedules): skip when nothing
+    changed since the champion, else train a challenger, score both on the frozen holdout
+    and promote by the margin rule."""
+    root = _project()
+    overrides = _validated_overrides(root, set_)
+    _prefect_env()
+    from pucl.flows.retrain import retrain as retrain_flow
+
+    d = _run_flow(lambda: retrain_flow(overrides=overrides, project=str(root),
+                                       progress=progress))
+
+    def show(v):
+        return "none" if v is None else f"{v:.4f}"
+
+    out.print(f"retrain: {d['decision']} - {d['reason']}")
+    out.print(f"{d['metric']} on the holdout (sha256 {d['holdout_sha256'][:12]}): champion "
+              f"{show(d['champion_score'])}, challenger {show(d['challenger_score'])}; "
+              f"champion is v{d['champion_version']}")
+    if d["prior_drift"] is not None:
+        out.print(f"prior of U {d['prior_estimate']:.4f} (drift {d['prior_drift']:+.4f} "
+                  "from the champion's data)")
+    if d["run_id"]:
+        out.print(f"MLflow run: {d['run_id']}  (pucl ui)")
+
+
+@app.command()
+def predict(
+    inputs: Annotated[str, typer.Argument(help="npz with x, or a folder of images")],
+    out_file: Annotated[str, typer.Option("--out", help="scores: .csv or .parquet")],
+    model: Annotated[str | None, typer.Option(
+        help="NAME, NAME@ALIAS or NAME/VERSION (default: tracking.registered_model@champion)"
+    )] = None,
+    threshold: Annotated[float, typer.Option(
+        help="label = 1 when the score P(y=1|x) is at least this")] = 0.5,
+    tracking_uri: Annotated[str | None, typer.Option(
+        help="MLflow store (default: MLFLOW_TRACKING_URI, else the project's)")] = None,
+    progress: Annotated[bool, typer.Option(help="progress bar")] = True,
+) -> None:
+    """Score new inputs with a registered classifier: one row per input with its score
+    P(y = 1 | x) and its label (score >= threshold)."""
+    import os
+
+    from pucl import serving
+
+    if not 0.0 <= threshold <= 1.0:
+        _fail(f"--threshold {threshold}: must be in [0, 1]")
+    target = _typed(out_file)
+    uri, reference = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"), model
+    root = tracking.project_root()
+    if uri is None or reference is None:  # the project's settings, when run inside one
+        from pucl.config import load_params
+
+        if not (root / "params.yaml").exists():
+            _fail("outside a project: give --tracking-uri (or MLFLOW_TRACKING_URI) and "
+                  "--model NAME@ALIAS")
+        try:
+            params = load_params(root / "params.yaml")
+        except PuclError as exc:
+            _fail(str(exc), exc.exit_code)
+        uri = uri or tracking.resolve_tracking_uri(params.tracking.uri, root)
+        reference = reference or f"{params.tracking.registered_model}@{tracking.CHAMPION}"
+    elif "://" not in uri:
+        uri = tracking.resolve_tracking_uri(uri, Path.cwd())
+    try:
+        serving.check_output(target)
+        data = serving.read_inputs(_typed(inputs))
+        name, version = tracking.resolve_version(tracking.open_registry(uri), reference)
+        classifier = tracking.load_version(uri, name, version)
+        scores = serving.score(classifier, data.x, progress, f"{name} v{version}")
+        serving.write_scores(target, data, scores, threshold)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    positive = int((scores >= threshold).sum())
+    out.print(f"{len(scores)} rows scored with {name} v{version}: {positive} labelled 1 "
+              f"(score >= {threshold:g}) -> {target}")

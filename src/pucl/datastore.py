@@ -1,0 +1,286 @@
+"""The tracked dataset on disk and under DVC: create it, append a batch, name its version.
+
+`pucl data init` and `pucl data add` call these; the format itself (and the loader the
+stages use) is `pucl.data.tracked`. Every change is all or nothing: a batch is checked
+whole (array checks, then the `batch` data contract) before a byte is written, written
+under a temporary name, and removed again when DVC cannot record it. One lock per
+dataset directory serialises writers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pucl.config import Params
+from pucl.data import get_task, load_dataset
+from pucl.data.own import _image_files, _read_images
+from pucl.data.split import make_pu_split
+from pucl.data.tracked import (
+    BATCHES,
+    HOLDOUT,
+    Batch,
+    batch_files,
+    check_batch,
+    is_initialised,
+    read_batch,
+    read_holdout,
+)
+from pucl.errors import DataError, PuclError
+from pucl.io import atomic_path
+
+LOCK_TIMEOUT_S = 5.0
+
+
+class LockedError(PuclError):
+    """Someone else is changing the same thing (another retrain, another data add)."""
+
+
+@contextmanager
+def exclusive(lock_file: Path, what: str, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold an inter-process lock, or refuse with one line after `timeout` seconds. The OS
+    releases it when the holder dies, so a killed run never leaves it stuck."""
+    from filelock import FileLock, Timeout
+
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with FileLock(lock_file, timeout=timeout):
+            yield
+    except Timeout:
+        raise LockedError(f"another {what} is running (lock {lock_file} held for more than "
+                          f"{timeout:g} s); try again when it has finished") from None
+
+
+@dataclass(frozen=True)
+class DataVersion:
+    """What the tracked dataset holds now."""
+
+    digest: str  # sha256 of the files' names and contents (what retrain compares)
+    dvc_md5: str | None  # DVC's hash of the directory (data/<name>.dvc), when recorded
+    batches: int
+    rows: int
+
+    def as_tags(self) -> dict[str, str]:
+        return {"data.version": self.digest[:16], "data.dvc_md5": self.dvc_md5 or "none",
+                "data.batches": str(self.batches), "data.rows": str(self.rows)}
+
+
+def content_digest(directory: Path) -> str:
+    """sha256 over the relative names and contents of every file, in name order."""
+    h = hashlib.sha256()
+    for file in sorted(p for p in directory.rglob("*") if p.is_file()):
+        h.update(str(file.relative_to(directory)).encode())
+        with open(file, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def dvc_md5(directory: Path) -> str | None:
+    """The directory hash DVC recorded in `<directory>.dvc`, if any."""
+    import yaml
+
+    meta = directory.with_name(directory.name + ".dvc")
+    if not meta.exists():
+        return None
+    outs = (yaml.safe_load(meta.read_text()) or {}).get("outs") or [{}]
+    return outs[0].get("md5")
+
+
+def current_version(directory: Path) -> DataVersion:
+    files = batch_files(directory)
+    rows = 0
+    for file in files:
+        with np.load(file, allow_pickle=False) as archive:
+            rows += len(archive["pu"])
+    return DataVersion(content_digest(directory), dvc_md5(directory), len(files), rows)
+
+
+def holdout_digest(x: np.ndarray, y: np.ndarray) -> str:
+    """sha256 of the holdout's arrays (dtype, shape and bytes), recorded on every retrain."""
+    h = hashlib.sha256()
+    for a in (x, y):
+        h.update(f"{a.dtype}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def ensure_directory(directory: Path) -> None:
+    """The directory DVC's build_split depends on exists (empty until `data init`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+
+
+# -- reading a batch a user gives -------------------------------------------------------
+
+def read_source_batch(path: Path, like: np.ndarray) -> Batch:
+    """A batch file (npz: x, pu[, y]) or folder (positive/, unlabeled/), checked."""
+    if not path.exists():
+        raise DataError(f"batch {path} does not exist")
+    if path.is_dir():
+        parts = {"positive": _image_files(path / "positive"),
+                 "unlabeled": _image_files(path / "unlabeled")}
+        if not parts["positive"] and not parts["unlabeled"]:
+            raise DataError(f"batch folder {path} holds no image in positive/ or unlabeled/")
+        x = _read_images(parts["positive"] + parts["unlabeled"])
+        pu = np.r_[np.ones(len(parts["positive"]), np.int64),
+                   np.zeros(len(parts["unlabeled"]), np.int64)]
+        return check_batch({"x": x, "pu": pu}, str(path), like)
+    return read_batch(path, like)
+
+
+# -- creating and growing the dataset ---------------------------------------------------
+
+def _dvc_add(root: Path, directory: Path) -> None:
+    """Record the directory as a new DVC version (`dvc add`)."""
+    if not (root / ".dvc").is_dir():
+        raise DataError(f"{root} is not a DVC repository (run: dvc init): the tracked dataset "
+                        "is versioned by DVC")
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo
+
+    import logging
+
+    dvc_log = logging.getLogger("dvc")
+    level = dvc_log.level
+    dvc_log.setLevel(logging.WARNING)  # DVC's hints (git add ...); pucl prints its summary
+    try:
+        with Repo(str(root)) as repo:
+            repo.add(str(directory.relative_to(root)))
+    except DvcException as exc:
+        raise DataError(f"dvc add {directory} failed: {str(exc).splitlines()[0]}") from None
+    finally:
+        dvc_log.setLevel(level)
+
+
+def initial_batch(params: Params, source: str, data_root: Path) -> tuple[Batch, np.ndarray,
+                                                                          np.ndarray]:
+    """Training rows and holdout of a new tracked dataset: from a registered dataset (its
+    task, data.task or else the dataset's first, binarises the labels and `split.n_p` positives are labelled, seeded by
+    `base.seed`), or from a bring-your-own npz file or image folder."""
+    d = params.data
+    path = Path(source)
+    if path.exists():
+        kind = "folder" if path.is_dir() else "npz"
+        data = load_dataset(kind, path=str(path), test_fraction=d.test_fraction, seed=d.seed)
+        pu = data.pu_train.astype(np.int64)
+        return (check_batch({"x": data.x_train, "pu": pu, "y": data.y_train}, str(path)),
+                data.x_test, data.y_test)
+    from pucl.data.registry import DATASETS
+
+    if source not in DATASETS or DATASETS[source].classes is None:
+        allowed = sorted(n for n, s in DATASETS.items() if s.classes is not None)
+        raise DataError(f"data source {source!r} is neither a file or folder nor a dataset "
+                        f"with class labels (allowed: a path, or {', '.join(allowed)})")
+    data = load_dataset(source, root=str(data_root), test_fraction=d.test_fraction,
+                        seed=d.seed, download=d.download)
+    tasks = DATASETS[source].tasks  # data.task when it is one of the source's, else its first
+    task = get_task(d.task if d.task in tasks else tasks[0])
+    keep = np.flatnonzero(task.keep(data.y_train))
+    labels = data.y_train[keep]
+    split = make_pu_split(labels, task.positive, params.split.n_p, "case_control",
+                          np.random.default_rng(params.base.seed))
+    x, y = data.x_train[keep], task.binarize(labels)
+    test = np.flatnonzero(task.keep(data.y_test))
+    return (check_batch({"x": x, "pu": split.labeled.astype(np.int64), "y": y}, source),
+            data.x_test[test], task.binarize(data.y_test[test]).astype(np.int64))
+
+
+def take_rows(batch: Batch, rows: int | None, seed: int) -> tuple[Batch, Batch | None]:
+    """A seeded random `rows` of the batch, and the rest (None when all are taken)."""
+    if rows is None or rows >= len(batch.x):
+        return batch, None
+    if rows < 1:
+        raise DataError(f"--rows {rows}: take at least 1 row")
+    order = np.random.default_rng(seed).permutation(len(batch.x))
+    first, rest = np.sort(order[:rows]), np.sort(order[rows:])
+
+    def part(idx):
+        return Batch(batch.x[idx], batch.pu[idx], batch.y[idx])
+
+    return part(first), part(rest)
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def init_dataset(root: Path, directory: Path, batch: Batch, x_test: np.ndarray,
+                 y_test: np.ndarray) -> DataVersion:
+    """Create the tracked dataset (holdout + first batch) and record it with DVC. Refuses
+    when it already holds data: that is `pucl data add`'s job, and nothing is replaced."""
+    with exclusive(directory.with_name(directory.name + ".lock"), "change of the dataset"):
+        if is_initialised(directory) or any(directory.glob("*")):
+            raise DataError(f"the tracked dataset {directory} already holds data "
+                            f"({len(batch_files(directory))} batches); add a batch with "
+                            "pucl data add, or remove the directory to start over")
+        if x_test.shape[1:] != batch.x.shape[1:] or x_test.dtype != batch.x.dtype:
+            raise DataError(f"the holdout is {x_test.dtype} {list(x_test.shape[1:])}, the "
+                            f"training rows {batch.x.dtype} {list(batch.x.shape[1:])}")
+        staging = directory.with_name(f".{directory.name}.init")
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / BATCHES).mkdir(parents=True)
+        np.savez_compressed(staging / HOLDOUT, x_test=x_test, y_test=y_test.astype(np.int8))
+        np.savez_compressed(staging / BATCHES / "00000.npz", **batch.arrays())
+        if directory.exists():
+            directory.rmdir()  # empty (checked above)
+        staging.rename(directory)
+        try:
+            _dvc_add(root, directory)
+        except BaseException:
+            shutil.rmtree(directory)
+            ensure_directory(directory)
+            raise
+        return current_version(directory)
+
+
+def add_batch(root: Path, directory: Path, source: Path, validate: bool = True
+              ) -> tuple[str, int, int, DataVersion]:
+    """Append a batch (checked whole first) as the next batch file and record the new
+    version with DVC. Returns (batch id, rows, labelled positives, new version)."""
+    with exclusive(directory.with_name(directory.name + ".lock"), "change of the dataset"):
+        if not is_initialised(directory):
+            raise DataError(f"the tracked dataset {directory} holds no data yet (run: pucl "
+                            "data init [SOURCE] first)")
+        x_test, y_test = read_holdout(directory)
+        batch = read_source_batch(source, like=x_test)
+        if validate:
+            from pucl.validation import enforce, suites
+
+            enforce(suites.batch(batch.x, batch.pu, batch.y, batch.x.shape[1:],
+                                 str(batch.x.dtype), x_test))
+        number = len(batch_files(directory))
+        batch_id = f"{number:05d}"
+        target = directory / BATCHES / f"{batch_id}.npz"
+        write_npz(target, batch.arrays())
+        try:
+            _dvc_add(root, directory)
+        except BaseException:
+            target.unlink(missing_ok=True)
+            raise
+        return batch_id, len(batch.x), int(batch.pu.sum()), current_version(directory)
+
+
+def data_identity(params: Params, root: Path) -> tuple[str, str, str]:
+    """(name, digest, source) of the data a run reads, for MLflow's dataset inputs and the
+    retrain fingerprint: the tracked dataset's or a given file's content hash; for a
+    dataset read from a package or torchvision, a hash of the data params that pick it."""
+    import json
+
+    d = params.data
+    name = f"{d.dataset}:{d.task}"
+    if d.dataset == "tracked" or d.path:
+        path = root / (params.paths.dataset if d.dataset == "tracked" else d.path)
+        if path.is_dir():
+            return name, content_digest(path), str(path)
+        if path.exists():
+            return name, hashlib.sha256(path.read_bytes()).hexdigest(), str(path)
+        return name, "missing", str(path)
+    picked = json.dumps(d.model_dump(mode="json"), sort_keys=True)
+    return name, hashlib.sha256(picked.encode()).hexdigest(), f"pucl:{d.dataset}"
