@@ -58,7 +58,8 @@ def tracking_uri(tmp_path, monkeypatch) -> str:
 
 
 def make_project(dest: Path, params: dict | None = None) -> Path:
-    """A throw-away copy of the project (code, dvc.yaml, tiny params) as a git + DVC repo."""
+    """A throw-away copy of the project (code, dvc.yaml, tiny params, the empty tracked
+    dataset, the DVC remote's config) as a git + DVC repo."""
     dest.mkdir(parents=True)
     for name in ("src", "dvc.yaml", ".dvcignore", "pyproject.toml",
                  "prefect.yaml"):
@@ -67,12 +68,15 @@ def make_project(dest: Path, params: dict | None = None) -> Path:
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
         elif src.exists():
             shutil.copy2(src, dest / name)
+    (dest / "data" / "dataset").mkdir(parents=True)  # git-tracked, like in a clone
+    shutil.copy2(ROOT / "data" / "dataset" / "README.md", dest / "data" / "dataset")
     (dest / "params.yaml").write_text(yaml.safe_dump(params or tiny_params(), sort_keys=False))
     (dest / ".gitignore").write_text((ROOT / ".gitignore").read_text())
     env = {**os.environ, "PATH": python_path(), "GIT_AUTHOR_NAME": "t",
            "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True, env=env)
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=dest, check=True, env=env)
+    shutil.copy2(ROOT / ".dvc" / "config", dest / ".dvc" / "config")  # the local remote
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=env)
     subprocess.run(["git", "commit", "-qm", "init"], cwd=dest, check=True, env=env)
     return dest

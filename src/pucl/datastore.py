@@ -53,8 +53,9 @@ def exclusive(lock_file: Path, what: str, timeout: float = LOCK_TIMEOUT_S) -> It
         with FileLock(lock_file, timeout=timeout):
             yield
     except Timeout:
-        raise LockedError(f"another {what} is running (lock {lock_file} held for more than "
-                          f"{timeout:g} s); try again when it has finished") from None
+        waited = f", waited {timeout:g} s" if timeout else ""
+        raise LockedError(f"another {what} is running (lock {lock_file}{waited}); try "
+                          "again when it has finished") from None
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,11 @@ class DataVersion:
 
 
 def content_digest(directory: Path) -> str:
-    """sha256 over the relative names and contents of every file, in name order."""
+    """sha256 over the relative names and contents of the data files (the holdout and the
+    batches; not the README or DVC's bookkeeping), in name order."""
     h = hashlib.sha256()
-    for file in sorted(p for p in directory.rglob("*") if p.is_file()):
+    files = [directory / HOLDOUT, *batch_files(directory)] if is_initialised(directory) else []
+    for file in files:
         h.update(str(file.relative_to(directory)).encode())
         with open(file, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -83,10 +86,10 @@ def content_digest(directory: Path) -> str:
 
 
 def dvc_md5(directory: Path) -> str | None:
-    """The directory hash DVC recorded in `<directory>.dvc`, if any."""
+    """The hash DVC recorded for the batches (`batches.dvc`), if any."""
     import yaml
 
-    meta = directory.with_name(directory.name + ".dvc")
+    meta = directory / f"{BATCHES}.dvc"
     if not meta.exists():
         return None
     outs = (yaml.safe_load(meta.read_text()) or {}).get("outs") or [{}]
@@ -111,11 +114,6 @@ def holdout_digest(x: np.ndarray, y: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def ensure_directory(directory: Path) -> None:
-    """The directory DVC's build_split depends on exists (empty until `data init`)."""
-    directory.mkdir(parents=True, exist_ok=True)
-
-
 # -- reading a batch a user gives -------------------------------------------------------
 
 def read_source_batch(path: Path, like: np.ndarray) -> Batch:
@@ -136,24 +134,25 @@ def read_source_batch(path: Path, like: np.ndarray) -> Batch:
 
 # -- creating and growing the dataset ---------------------------------------------------
 
-def _dvc_add(root: Path, directory: Path) -> None:
-    """Record the directory as a new DVC version (`dvc add`)."""
+def _dvc_add(root: Path, targets: list[Path]) -> None:
+    """Record the files as a new DVC version (`dvc add`; their .dvc files sit beside them)."""
     if not (root / ".dvc").is_dir():
         raise DataError(f"{root} is not a DVC repository (run: dvc init): the tracked dataset "
                         "is versioned by DVC")
+    import logging
+
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
-
-    import logging
 
     dvc_log = logging.getLogger("dvc")
     level = dvc_log.level
     dvc_log.setLevel(logging.WARNING)  # DVC's hints (git add ...); pucl prints its summary
     try:
         with Repo(str(root)) as repo:
-            repo.add(str(directory.relative_to(root)))
+            repo.add([str(t.relative_to(root)) for t in targets])
     except DvcException as exc:
-        raise DataError(f"dvc add {directory} failed: {str(exc).splitlines()[0]}") from None
+        raise DataError(f"dvc add {' '.join(map(str, targets))} failed: "
+                        f"{str(exc).splitlines()[0]}") from None
     finally:
         dvc_log.setLevel(level)
 
@@ -161,8 +160,9 @@ def _dvc_add(root: Path, directory: Path) -> None:
 def initial_batch(params: Params, source: str, data_root: Path) -> tuple[Batch, np.ndarray,
                                                                           np.ndarray]:
     """Training rows and holdout of a new tracked dataset: from a registered dataset (its
-    task, data.task or else the dataset's first, binarises the labels and `split.n_p` positives are labelled, seeded by
-    `base.seed`), or from a bring-your-own npz file or image folder."""
+    task, data.task or else the dataset's first, binarises the labels; `split.n_p`
+    positives are labelled, seeded by `base.seed`), or from a bring-your-own npz file or
+    image folder."""
     d = params.data
     path = Path(source)
     if path.exists():
@@ -211,31 +211,37 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
         np.savez_compressed(fh, **arrays)
 
 
+def _lock(directory: Path) -> Path:
+    # beside the directory, not in it: the directory is a DVC dependency of build_split
+    return directory.with_name(directory.name + ".lock")
+
+
 def init_dataset(root: Path, directory: Path, batch: Batch, x_test: np.ndarray,
                  y_test: np.ndarray) -> DataVersion:
     """Create the tracked dataset (holdout + first batch) and record it with DVC. Refuses
     when it already holds data: that is `pucl data add`'s job, and nothing is replaced."""
-    with exclusive(directory.with_name(directory.name + ".lock"), "change of the dataset"):
-        if is_initialised(directory) or any(directory.glob("*")):
+    with exclusive(_lock(directory), "change of the dataset"):
+        holdout, batches = directory / HOLDOUT, directory / BATCHES
+        if holdout.exists() or batches.exists():
             raise DataError(f"the tracked dataset {directory} already holds data "
                             f"({len(batch_files(directory))} batches); add a batch with "
-                            "pucl data add, or remove the directory to start over")
+                            "pucl data add, or remove it to start over")
         if x_test.shape[1:] != batch.x.shape[1:] or x_test.dtype != batch.x.dtype:
             raise DataError(f"the holdout is {x_test.dtype} {list(x_test.shape[1:])}, the "
                             f"training rows {batch.x.dtype} {list(batch.x.shape[1:])}")
-        staging = directory.with_name(f".{directory.name}.init")
+        directory.mkdir(parents=True, exist_ok=True)
+        staging = directory / f".{BATCHES}.init"
         shutil.rmtree(staging, ignore_errors=True)
-        (staging / BATCHES).mkdir(parents=True)
-        np.savez_compressed(staging / HOLDOUT, x_test=x_test, y_test=y_test.astype(np.int8))
-        np.savez_compressed(staging / BATCHES / "00000.npz", **batch.arrays())
-        if directory.exists():
-            directory.rmdir()  # empty (checked above)
-        staging.rename(directory)
+        staging.mkdir()
         try:
-            _dvc_add(root, directory)
-        except BaseException:
-            shutil.rmtree(directory)
-            ensure_directory(directory)
+            np.savez_compressed(staging / "00000.npz", **batch.arrays())
+            write_npz(holdout, {"x_test": x_test, "y_test": y_test.astype(np.int8)})
+            staging.rename(batches)
+            _dvc_add(root, [holdout, batches])
+        except BaseException:  # as before: no holdout, no batches
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(batches, ignore_errors=True)
+            holdout.unlink(missing_ok=True)
             raise
         return current_version(directory)
 
@@ -244,7 +250,7 @@ def add_batch(root: Path, directory: Path, source: Path, validate: bool = True
               ) -> tuple[str, int, int, DataVersion]:
     """Append a batch (checked whole first) as the next batch file and record the new
     version with DVC. Returns (batch id, rows, labelled positives, new version)."""
-    with exclusive(directory.with_name(directory.name + ".lock"), "change of the dataset"):
+    with exclusive(_lock(directory), "change of the dataset"):
         if not is_initialised(directory):
             raise DataError(f"the tracked dataset {directory} holds no data yet (run: pucl "
                             "data init [SOURCE] first)")
@@ -260,7 +266,7 @@ def add_batch(root: Path, directory: Path, source: Path, validate: bool = True
         target = directory / BATCHES / f"{batch_id}.npz"
         write_npz(target, batch.arrays())
         try:
-            _dvc_add(root, directory)
+            _dvc_add(root, [directory / BATCHES])
         except BaseException:
             target.unlink(missing_ok=True)
             raise

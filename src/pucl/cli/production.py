@@ -141,6 +141,8 @@ def data_status(set_: SetOption = None) -> None:
 
 @app.command()
 def retrain(set_: SetOption = None,
+            wait: Annotated[float, typer.Option(
+                min=0, help="seconds to wait for a retrain already running (then refuse)")] = 0,
             progress: Annotated[bool, typer.Option(help="progress bars")] = True) -> None:
     """One pass of the retrain flow (what `pucl serve` schedules): skip when nothing
     changed since the champion, else train a challenger, score both on the frozen holdout
@@ -148,10 +150,17 @@ def retrain(set_: SetOption = None,
     root = _project()
     overrides = _validated_overrides(root, set_)
     _prefect_env()
+    from pucl.flows.retrain import open_registry_store
     from pucl.flows.retrain import retrain as retrain_flow
+    from pucl.stages.runner import resolve_params
+
+    try:  # before a Prefect server starts: no registry, no retrain
+        open_registry_store(resolve_params(root, overrides), root)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
 
     d = _run_flow(lambda: retrain_flow(overrides=overrides, project=str(root),
-                                       progress=progress))
+                                       progress=progress, wait=wait))
 
     def show(v):
         return "none" if v is None else f"{v:.4f}"

@@ -1,10 +1,12 @@
 """The tracked dataset: PU data that grows batch by batch, under DVC (`paths.dataset`).
 
-Layout of the directory (one DVC-tracked directory; its DVC hash is the data version):
+Layout of the directory (a DVC dependency of build_split; it is in git with only its
+README until `pucl data init`, so that `dvc repro` finds it on a fresh clone):
 
-    holdout.npz          x_test, y_test: the labelled holdout, frozen when the dataset is
-                         created; arriving batches never enter it
-    batches/00000.npz    x, pu[, y]: the first batch (the training rows at creation)
+    README.md            (git) what the directory is
+    holdout.npz          (DVC: holdout.npz.dvc) x_test, y_test: the labelled holdout, frozen
+                         when the dataset is created; arriving batches never enter it
+    batches/00000.npz    (DVC: batches.dvc) x, pu[, y]: the training rows at creation
     batches/00001.npz    the next batch (`pucl data add`), and so on
 
 A batch uses the bring-your-own npz format (`pucl.data.own`) without a test split: `x`

@@ -34,7 +34,6 @@ from pucl.stages.runner import default_run_name, resolve_params, run_directory, 
 from pucl.validation import ValidationFailed
 
 CHAMPION = tracking.CHAMPION
-LOCK_TIMEOUT_S = 10.0
 
 
 def should_promote(challenger: float, champion: float | None, min_improvement: float) -> bool:
@@ -55,6 +54,7 @@ class Decision:
     prior_estimate: float | None = None
     prior_drift: float | None = None
     fingerprint: str = ""
+    pipeline_run_id: str | None = None  # the challenger's pipeline run
     run_id: str | None = None
 
     def tags(self) -> dict[str, str]:
@@ -115,7 +115,7 @@ def holdout_score(store: tracking.Store, name: str, version: str, x: np.ndarray,
 
 # -- one pass ---------------------------------------------------------------------------
 
-def _open_store(params: Params, root: Path) -> tracking.Store:
+def open_registry_store(params: Params, root: Path) -> tracking.Store:
     """The store, or one line: retraining needs its model registry (no silent skip)."""
     uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
     try:
@@ -146,7 +146,7 @@ def _figures(store: tracking.Store, run: tracking.Run, name: str, workdir: Path)
 def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
     logger = get_run_logger()
     t = params.tracking
-    store = _open_store(params, root)
+    store = open_registry_store(params, root)
     x_hold, y_hold = holdout(params, root)
     sha = holdout_digest(x_hold, y_hold)
     prints = fingerprint(params, root)
@@ -176,6 +176,7 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
             decision.decision, decision.reason = "kept", f"data contract failed: {exc}"
             _record(run, decision, logger)
             return decision
+        decision.pipeline_run_id = result.mlflow_run_id
         evaluated = [r for r in store.children(result.mlflow_run_id)
                      if r.tags.get("stage") == "evaluate"]
         model_id = evaluated[0].tags.get("model_id") if evaluated else None
@@ -242,10 +243,10 @@ def _record(run: tracking.Run, decision: Decision, logger: Any) -> None:
       "changed; promote it to the MLflow 'champion' alias only when it beats the champion "
       "on the same frozen holdout")
 def retrain(overrides: dict[str, Any] | None = None, project: str | None = None,
-            progress: bool = False) -> dict[str, Any]:
+            progress: bool = False, wait: float = 0.0) -> dict[str, Any]:
     """One pass; returns the decision as plain data. Two passes never run at once on one
-    project: the second refuses after LOCK_TIMEOUT_S."""
+    project: the second waits up to `wait` seconds for the first, then refuses."""
     root = project_dir(project)
     params = resolve_params(root, overrides)
-    with exclusive(root / params.paths.runs / "retrain.lock", "retrain", LOCK_TIMEOUT_S):
+    with exclusive(root / params.paths.runs / "retrain.lock", "retrain", wait):
         return asdict(retrain_once(params, root, progress))
