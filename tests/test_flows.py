@@ -155,52 +155,6 @@ def test_logged_classifier_reproduces_the_stage_outputs(env, executions):
         np.testing.assert_allclose(served(x).numpy(), reference(x).numpy(), atol=1e-6)
 
 
-def _champion(client: MlflowClient, name: str) -> str:
-    return str(client.get_model_version_by_alias(name, "champion").version)
-
-
-def test_retrain_moves_the_champion_only_on_improvement(env, executions):
-    """Champion and challenger scored on the same holdout (here the fixed test split); the
-    alias moves only on improvement, and the decision is on the retrain run's tags."""
-    from pucl.flows.retrain import retrain
-
-    client, name = env["client"], "pucl-test-retrain"
-    weak = {"tracking.registered_model": name, "pretrain.epochs": 1, "classifier.epochs": 1,
-            "classifier.lr": 1e-5}
-    first = retrain(overrides=weak, project=str(env["root"]))
-    assert first["decision"] == "promoted" and first["champion_score"] is None
-    assert _champion(client, name) == "1"
-    # the registered model scores the holdout exactly as the pipeline's evaluate did
-    evaluate = [r for r in children(client, first["pipeline_run_id"])
-                if r.info.run_name == "evaluate"][0]
-    assert first["challenger_score"] == pytest.approx(evaluate.data.metrics["accuracy"])
-
-    better = retrain(overrides={"tracking.registered_model": name}, project=str(env["root"]))
-    assert better["decision"] == "promoted"
-    assert better["champion_score"] == pytest.approx(first["challenger_score"])
-    assert better["challenger_score"] > better["champion_score"]
-    assert better["holdout_sha256"] == first["holdout_sha256"]
-    assert _champion(client, name) == "2"
-
-    worse = retrain(overrides=weak, project=str(env["root"]))
-    assert worse["challenger_score"] == first["challenger_score"]  # deterministic
-    assert worse["decision"] == "kept"
-    assert worse["champion_score"] == pytest.approx(better["challenger_score"])
-    assert _champion(client, name) == "2"
-    versions = client.search_model_versions(f"name = '{name}'")
-    assert sorted(int(v.version) for v in versions) == [1, 2, 3]
-    v3 = client.get_model_version(name, "3")
-    assert float(v3.tags["holdout_score"]) == pytest.approx(worse["challenger_score"])
-    tags = client.get_run(worse["run_id"]).data.tags
-    assert tags["kind"] == "retrain" and tags["retrain.decision"] == "kept"
-    assert tags["retrain.champion_version"] == "2"
-    assert float(tags["retrain.challenger_score"]) == pytest.approx(worse["challenger_score"])
-    assert tags["retrain.holdout_sha256"] == first["holdout_sha256"]
-    # the challenger's pipeline run is nested under the retrain run
-    pipeline = client.get_run(worse["pipeline_run_id"]).data.tags
-    assert pipeline["mlflow.parentRunId"] == worse["run_id"]
-
-
 def test_sweep_runs_every_point_and_compares_them(env, executions):
     from prefect.task_runners import ProcessPoolTaskRunner
 

@@ -99,6 +99,16 @@ def test_2_first_retrain_promotes_a_challenger(cycle):
     assert first["decision"] == "promoted" and champion(client) == "1"
     assert first["champion_score"] == "none" and 0.5 < float(first["challenger_score"]) <= 1
     cycle["steps"]["first"] = first
+    # the registered model scores the holdout (mnist5k's test split, exported) exactly as
+    # the challenger's own evaluate stage scored its test split
+    pipeline = client.search_runs(
+        [client.get_experiment_by_name("pucl").experiment_id],
+        f"tags.mlflow.parentRunId = '{first['run_id']}'")[0]
+    assert pipeline.data.tags["kind"] == "pipeline" and pipeline.data.tags["entry"] == "retrain"
+    assert float(first["challenger_score"]) == pytest.approx(pipeline.data.metrics["accuracy"])
+    v1 = client.get_model_version(MODEL, "1").tags
+    assert float(v1["holdout_score"]) == pytest.approx(float(first["challenger_score"]))
+    assert v1["holdout_sha256"] == first["holdout_sha256"]
     # the run says which data trained it (the runs table's Dataset column)
     inputs = client.get_run(first["run_id"]).inputs.dataset_inputs
     assert inputs and inputs[0].dataset.name == "tracked:given"
@@ -173,6 +183,18 @@ def test_5_a_new_batch_is_a_new_version_and_retrain_decides_by_the_margin(cycle)
     assert third["decision"] == ("promoted" if better else "kept")
     assert champion(client) == (third["challenger_version"] if better else "1")
     assert third["prior_drift"] != "none"  # U's prior estimated again, compared
+    cycle["steps"]["third"] = third
+
+
+def test_5b_a_worse_challenger_is_kept(cycle):
+    client = cycle["client"]
+    before = champion(client)
+    pucl("retrain", "--no-progress", "--set", "classifier.epochs=1", "--set",
+         "classifier.lr=1e-5")
+    weak = decision(client)
+    assert weak["decision"] == "kept" and champion(client) == before
+    assert float(weak["challenger_score"]) <= float(weak["champion_score"])
+    assert weak["champion_version"] == before != weak["challenger_version"]
 
 
 def test_6_predict_scores_new_inputs_with_the_champion(cycle, tmp_path):
@@ -223,6 +245,19 @@ def test_7_a_second_retrain_refuses_while_one_runs(cycle):
     assert champion(client) == before
 
 
+def test_7b_a_failed_data_gate_keeps_the_champion(cycle):
+    client = cycle["client"]
+    before = champion(client)
+    versions = len(client.search_model_versions(f"name = '{MODEL}'"))
+    # a band no pseudo-labelling meets: the pseudo_labels contract fails inside the pipeline
+    pucl("retrain", "--no-progress", "--set", "validation.positive_fraction=[0.94,0.95]")
+    gate = decision(client)
+    assert gate["decision"] == "kept" and gate["reason"].startswith("data contract failed")
+    assert "pseudo_labels" in gate["reason"]
+    assert champion(client) == before
+    assert len(client.search_model_versions(f"name = '{MODEL}'")) == versions
+
+
 def test_8_a_retrain_killed_midway_leaves_alias_and_data_as_they_were(cycle):
     root, client = cycle["root"], cycle["client"]
     before_alias, before_data = champion(client), data_version(root)
@@ -236,10 +271,9 @@ def test_8_a_retrain_killed_midway_leaves_alias_and_data_as_they_were(cycle):
                             start_new_session=True)
     deadline = time.time() + 240
     while not any((d / "data/split/manifest.parquet").exists()
-                  for d in set(runs.glob("retrain-*")) - earlier):
+                  for d in set(runs.glob("retrain-*")) - earlier):  # the pipeline has begun
         assert proc.poll() is None and time.time() < deadline, "retrain ended before the kill"
         time.sleep(0.5)
-    time.sleep(2)  # inside pretraining
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert champion(client) == before_alias and data_version(root) == before_data
@@ -249,16 +283,14 @@ def test_8_a_retrain_killed_midway_leaves_alias_and_data_as_they_were(cycle):
         pass
 
 
-def test_9_an_unreadable_store_is_one_line(cycle, tmp_path):
+def test_9_an_unreadable_store_is_one_line(cycle, tmp_path, monkeypatch):
     broken = tmp_path / "broken.db"
     broken.write_text("not a database")
     np.savez(tmp_path / "x.npz", x=np.zeros((2, 1, 28, 28), np.uint8))
-    env = {**os.environ, "PATH": python_path(), "MLFLOW_TRACKING_URI": f"sqlite:///{broken}"}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{broken}")
     for args in (["retrain"], ["predict", str(tmp_path / "x.npz"), "--out",
                                str(tmp_path / "o.csv")]):
-        result = subprocess.run([sys.executable, "-m", "pucl.cli", *args], cwd=cycle["root"],
-                                env=env, capture_output=True, text=True)
-        assert result.returncode == 2, result.stderr
+        result = pucl(*args, code=2)
         assert result.stderr.strip().splitlines() == [
             f"pucl: error: MLflow store sqlite:///{broken} cannot be used (DatabaseError: "
             "(sqlite3.DatabaseError) file is not a database)" + (

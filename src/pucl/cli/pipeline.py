@@ -94,7 +94,11 @@ def ui(
     root = tracking.project_root()
     params = load_params(root / "params.yaml")
     uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
-    out.print(f"MLflow UI for {uri} at http://127.0.0.1:{port} (Ctrl-C to stop)")
+    # opening the store marks the experiment as model training, so the UI shows its runs
+    # table (not the GenAI overview); the link goes straight to it
+    store = tracking.try_open_store(uri, params.tracking.experiment, root)
+    page = f"#/experiments/{store.experiment_id}" if store else ""
+    out.print(f"MLflow UI for {uri} at http://127.0.0.1:{port}/{page} (Ctrl-C to stop)")
     raise typer.Exit(subprocess.call(
         [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
          "--host", "127.0.0.1", "--port", str(port)], cwd=root))
