@@ -9,6 +9,7 @@ they recorded is read back with a plain MlflowClient and plain DVC commands."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -222,6 +223,17 @@ def test_6_predict_scores_new_inputs_with_the_champion(cycle, tmp_path):
                                served.predict(rows.astype(np.float32) / 255), atol=1e-5)
     # and the signature says what it takes
     assert served.metadata.get_input_schema().inputs[0].shape == (-1, 1, 28, 28)
+    # and MLflow's command line, which knows nothing of pucl, gives them too
+    (tmp_path / "input.json").write_text(json.dumps(
+        {"inputs": (rows[:5].astype(np.float32) / 255).tolist()}))
+    served_cli = subprocess.run(
+        [sys.executable, "-m", "mlflow", "models", "predict", "-m",
+         f"models:/{MODEL}@champion", "-i", str(tmp_path / "input.json"), "-t", "json",
+         "--env-manager", "local", "-o", str(tmp_path / "out.json")],
+        env={**env, "MLFLOW_TRACKING_URI": cycle["uri"]}, capture_output=True, text=True)
+    assert served_cli.returncode == 0, served_cli.stderr
+    predictions = json.loads((tmp_path / "out.json").read_text())["predictions"]
+    np.testing.assert_allclose(predictions, scores["score"].to_numpy()[:5], atol=1e-5)
 
     for args, message in [
         (["--model", f"{MODEL}@nope"], "has no alias 'nope' (aliases: champion)"),
