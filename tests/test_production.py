@@ -273,7 +273,10 @@ def test_7b_a_failed_data_gate_keeps_the_champion(cycle):
 def test_8_a_retrain_killed_midway_leaves_alias_and_data_as_they_were(cycle):
     root, client = cycle["root"], cycle["client"]
     before_alias, before_data = champion(client), data_version(root)
-    env = {**os.environ, "PATH": python_path()}
+    from prefect.settings import PREFECT_API_URL
+
+    # the test server: the killed process starts no server of its own
+    env = {**os.environ, "PATH": python_path(), "PREFECT_API_URL": PREFECT_API_URL.value()}
     runs = root / "data/runs"
     earlier = set(runs.glob("retrain-*"))
     # new params: a real retrain starts (not skipped)
@@ -282,10 +285,11 @@ def test_8_a_retrain_killed_midway_leaves_alias_and_data_as_they_were(cycle):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 240
-    while not any((d / "data/split/manifest.parquet").exists()
-                  for d in set(runs.glob("retrain-*")) - earlier):  # the pipeline has begun
+    while not any((d / "params.yaml").exists()  # the challenger's pipeline has begun
+                  for d in set(runs.glob("retrain-*")) - earlier):
         assert proc.poll() is None and time.time() < deadline, "retrain ended before the kill"
         time.sleep(0.5)
+    time.sleep(1)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert champion(client) == before_alias and data_version(root) == before_data
