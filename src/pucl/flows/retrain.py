@@ -23,7 +23,7 @@ import pucl
 from pucl import tracking
 from pucl.config import Params
 from pucl.data import get_task, load_dataset
-from pucl.data.tracked import read_holdout
+from pucl.data.tracked import batch_files, read_batch, read_holdout
 from pucl.datastore import data_identity, exclusive, holdout_digest
 from pucl.errors import PuclError
 from pucl.flows._tasks import prefect_stage_call, project_dir
@@ -51,8 +51,11 @@ class Decision:
     challenger_score: float | None = None
     champion_version: str | None = None  # the champion after this pass
     challenger_version: str | None = None
-    prior_estimate: float | None = None
-    prior_drift: float | None = None
+    prior_estimate: float | None = None  # U's prior, all data (the challenger's estimate)
+    prior_drift: float | None = None  # ... minus the champion's
+    new_rows: int | None = None  # unlabeled rows that arrived since the champion's data
+    new_data_prior: float | None = None  # their prior, estimated on its own
+    new_data_drift: float | None = None  # ... minus the champion's U prior
     fingerprint: str = ""
     pipeline_run_id: str | None = None  # the challenger's pipeline run
     run_id: str | None = None
@@ -105,6 +108,33 @@ def holdout(params: Params, root: Path) -> tuple[np.ndarray, np.ndarray]:
     keep = np.flatnonzero(task.keep(data.y_test))
     return (unit_scale(data.x_test[keep]).astype(np.float32),
             task.binarize(data.y_test[keep]).astype(np.int64))
+
+
+def arrived_prior(params: Params, root: Path, since_batches: int
+                  ) -> tuple[int, float | None]:
+    """(rows, prior) of the unlabeled rows in the tracked dataset's batches added after
+    the first `since_batches`, by `prior.method`'s estimator against every labelled
+    positive; prior None when there is nothing new or too little for the estimator."""
+    from pucl.data.registry import unit_scale
+    from pucl.prior import PRIOR_ESTIMATORS
+
+    files = batch_files(root / params.paths.dataset)
+    method = params.prior.method
+    if since_batches >= len(files) or method not in PRIOR_ESTIMATORS:
+        return 0, None
+    batches = [read_batch(f) for f in files]
+    positive = np.concatenate([b.x[b.pu == 1] for b in batches])
+    arrived = np.concatenate([b.x[b.pu == 0] for b in batches[since_batches:]])
+    entry = PRIOR_ESTIMATORS.get(method)
+    settings = entry.settings(params.prior.sub_section(entry.params_key),
+                              f"prior.{entry.params_key}")
+    estimator = entry.target(**(settings.model_dump() if settings else {}),
+                             random_state=params.base.seed)
+    try:
+        estimator.fit(unit_scale(arrived), unit_scale(positive))
+    except ValueError:  # too few rows for this estimator
+        return len(arrived), None
+    return len(arrived), float(estimator.prior_)
 
 
 def holdout_score(store: tracking.Store, name: str, version: str, x: np.ndarray,
@@ -188,6 +218,8 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
             "retrain.fingerprint": prints["all"], "holdout_sha256": sha,
             "dataset": params.data.dataset, "task": params.data.task,
             "data.version": data_digest[:16], "prior_estimate": decision.prior_estimate,
+            "data.batches": len(batch_files(root / params.paths.dataset))
+            if params.data.dataset == "tracked" else "none",
             "pipeline_run_id": result.mlflow_run_id, "retrain_run_id": run.run_id})
         decision.challenger_version = version
         decision.challenger_score = holdout_score(store, t.registered_model, version, x_hold,
@@ -198,6 +230,12 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
             previous = _float(champion.tags.get("prior_estimate"))
             if previous is not None and decision.prior_estimate is not None:
                 decision.prior_drift = decision.prior_estimate - previous
+            since = champion.tags.get("data.batches", "none")
+            if params.data.dataset == "tracked" and since.isdigit():
+                decision.new_rows, decision.new_data_prior = arrived_prior(params, root,
+                                                                           int(since))
+                if previous is not None and decision.new_data_prior is not None:
+                    decision.new_data_drift = decision.new_data_prior - previous
             try:
                 decision.champion_score = holdout_score(store, t.registered_model,
                                                         champion.version, x_hold, y_hold,
@@ -234,8 +272,8 @@ def _show(value: float | None) -> str:
 def _record(run: tracking.Run, decision: Decision, logger: Any) -> None:
     run.set_tags(decision.tags())
     run.log_metrics({f"retrain.{k}": getattr(decision, k) for k in (
-        "champion_score", "challenger_score", "prior_estimate", "prior_drift")
-        if getattr(decision, k) is not None})
+        "champion_score", "challenger_score", "prior_estimate", "prior_drift", "new_rows",
+        "new_data_prior", "new_data_drift") if getattr(decision, k) is not None})
     logger.info(f"retrain: {decision.decision} ({decision.reason})")
 
 
