@@ -173,7 +173,7 @@ def retrain(set_: SetOption = None,
         out.print(f"prior of U {d['prior_estimate']:.4f} (drift {d['prior_drift']:+.4f} "
                   "from the champion's data)")
     if d["new_data_prior"] is not None:
-        out.print(f"prior of the {d['new_rows']} unlabeled rows that arrived since the "
+        out.print(f"prior of the {d['new_rows']} rows of U that arrived since the "
                   f"champion: {d['new_data_prior']:.4f} (drift {d['new_data_drift']:+.4f})")
     if d["run_id"]:
         out.print(f"MLflow run: {d['run_id']}  (pucl ui)")

@@ -112,9 +112,10 @@ def holdout(params: Params, root: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def arrived_prior(params: Params, root: Path, since_batches: int
                   ) -> tuple[int, float | None]:
-    """(rows, prior) of the unlabeled rows in the tracked dataset's batches added after
-    the first `since_batches`, by `prior.method`'s estimator against every labelled
-    positive; prior None when there is nothing new or too little for the estimator."""
+    """(rows, prior) of the rows of U (as `split.scenario` defines it) in the tracked
+    dataset's batches added after the first `since_batches`, by `prior.method`'s estimator
+    against every labelled positive; prior None when there is nothing new or too little
+    for the estimator."""
     from pucl.data.registry import unit_scale
     from pucl.prior import PRIOR_ESTIMATORS
 
@@ -124,7 +125,12 @@ def arrived_prior(params: Params, root: Path, since_batches: int
         return 0, None
     batches = [read_batch(f) for f in files]
     positive = np.concatenate([b.x[b.pu == 1] for b in batches])
-    arrived = np.concatenate([b.x[b.pu == 0] for b in batches[since_batches:]])
+    # U as the split defines it, so that the estimate compares with the champion's
+    # (case_control: every row; single_dataset: the rows not labelled)
+    in_u = [np.ones(len(b.pu), bool) if params.split.scenario == "case_control" else b.pu == 0
+            for b in batches[since_batches:]]
+    arrived = np.concatenate([b.x[m] for b, m in zip(batches[since_batches:], in_u,
+                                                       strict=True)])
     entry = PRIOR_ESTIMATORS.get(method)
     settings = entry.settings(params.prior.sub_section(entry.params_key),
                               f"prior.{entry.params_key}")
