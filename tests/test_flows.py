@@ -301,6 +301,7 @@ def test_serve_registers_a_deployment_with_the_cron_schedule(env, harness):
         assert deployment is not None, "no deployment registered within 120 s"
         assert [s.schedule.cron for s in deployment.schedules] == ["*/30 3 * * *"]
         assert deployment.parameters["project"] == str(env["root"])
+        assert deployment.parameters["wait"] == 600  # a scheduled pass waits for a manual one
     finally:
         proc.send_signal(signal.SIGINT)
         try:

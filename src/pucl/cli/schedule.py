@@ -22,10 +22,13 @@ from pucl.cli._common import (
 def serve(
     cron: Annotated[str, typer.Option(help="cron schedule of the retraining (UTC)")] = "0 2 * * *",
     name: Annotated[str, typer.Option(help="deployment name")] = "pucl-retrain",
+    wait: Annotated[float, typer.Option(
+        min=0, help="seconds a scheduled pass waits for a retrain already running")] = 600,
     set_: SetOption = None,
 ) -> None:
-    """Serve the retrain flow on a cron schedule (Ctrl-C stops it). Each run retrains on the
-    current params and data and moves the MLflow 'champion' alias only on improvement."""
+    """Serve the retrain flow on a cron schedule (Ctrl-C stops it). Each run is one pass of
+    `pucl retrain` on the current params and data (docs/production.md); a pass that meets
+    another one running waits up to --wait seconds, then fails with one line."""
     from prefect.client.schemas.schedules import CronSchedule
 
     try:
@@ -39,4 +42,4 @@ def serve(
 
     out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
     _run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
-        "overrides": overrides, "project": str(root)}))
+        "overrides": overrides, "project": str(root), "wait": wait}))
