@@ -17,7 +17,8 @@ import numpy as np
 
 from pucl.data.own import IMAGE_SUFFIXES, _as_images_or_features, _image_files, _read_images
 from pucl.data.registry import unit_scale
-from pucl.errors import DataError, PuclError
+from pucl.data.tracked import read_npz
+from pucl.errors import DataError
 
 THRESHOLD = 0.5
 BATCH_ROWS = 512
@@ -43,15 +44,10 @@ def read_inputs(path: Path) -> Inputs:
         x = _read_images(files)
         ids = [str(f.relative_to(path)) for f in files]
     else:
-        try:
-            with np.load(path, allow_pickle=False) as archive:
-                if "x" not in archive.files:
-                    raise DataError(f"{path} has no array 'x' (has {sorted(archive.files)})")
-                x = archive["x"]
-        except PuclError:
-            raise
-        except Exception as exc:
-            raise DataError(f"cannot read {path} as .npz: {type(exc).__name__}: {exc}") from None
+        arrays = read_npz(path)
+        if "x" not in arrays:
+            raise DataError(f"{path} has no array 'x' (has {sorted(arrays)})")
+        x = arrays["x"]
         if len(x) == 0:
             raise DataError(f"{path}: x has 0 rows; nothing to score")
         x = _as_images_or_features(x, f"{path}: x")

@@ -33,11 +33,12 @@ def _typed(path: str) -> Path:
 
 
 def _dataset(set_: list[str] | None):
+    """Project, params (with --set) and the tracked dataset's directory. Unlike the other
+    commands, the data is not checked: creating it is what these commands are for."""
+    from pucl.config import anchor_paths, parse_assignments
     from pucl.stages.runner import resolve_params
 
     root = _project()
-    from pucl.config import anchor_paths, parse_assignments
-
     try:
         overrides = anchor_paths(parse_assignments(set_ or []), Path.cwd())
         params = resolve_params(root, overrides)
@@ -46,17 +47,15 @@ def _dataset(set_: list[str] | None):
     return root, params, Path(params.paths.dataset)
 
 
-def _log_data_run(root: Path, params, name: str, tags: dict, metrics: dict) -> str | None:
-    """One MLflow run (kind=data) per change of the tracked dataset."""
-    from pucl.datastore import data_identity
-
+def _log_data_run(root: Path, params, directory: Path, version, name: str, tags: dict,
+                  metrics: dict) -> None:
+    """One MLflow run (kind=data) per change of the tracked dataset, with its version as
+    the run's dataset input (named as pipeline runs on it name theirs)."""
     uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
     with tracking.tracked_run(name, params.tracking.experiment, uri, root,
-                              {"kind": "data", **tags}) as run:
+                              {"kind": "data", **version.as_tags(), **tags}) as run:
         run.log_metrics(metrics)
-        run.log_dataset(*data_identity(params.model_copy(update={"data": params.data.model_copy(
-            update={"dataset": "tracked", "task": "given"})}), root))
-        return run.run_id
+        run.log_dataset("tracked:given", version.digest, str(directory))
 
 
 @data_app.command("init")
@@ -88,8 +87,8 @@ def data_init(
             datastore.write_npz(rest_path, remaining.arrays())
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
-    _log_data_run(root, params, "data init", {**version.as_tags(), "data.batch": "00000",
-                                              "data.source": source},
+    _log_data_run(root, params, directory, version, "data init",
+                  {"data.batch": "00000", "data.source": source},
                   {"rows": len(first.x), "positives": int(first.pu.sum()),
                    "holdout_rows": len(x_test)})
     out.print(f"tracked dataset {directory}: {len(first.x)} training rows "
@@ -116,8 +115,8 @@ def data_add(
             root, directory, _typed(path), validate=params.validation.enabled)
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
-    _log_data_run(root, params, f"data add {batch_id}",
-                  {**version.as_tags(), "data.batch": batch_id, "data.source": str(path)},
+    _log_data_run(root, params, directory, version, f"data add {batch_id}",
+                  {"data.batch": batch_id, "data.source": str(path)},
                   {"rows": rows, "positives": positives, "total_rows": version.rows})
     out.print(f"batch {batch_id}: {rows} rows ({positives} labelled positive) added to "
               f"{directory}; {version.batches} batches, {version.rows} rows; version "

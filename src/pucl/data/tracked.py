@@ -51,7 +51,7 @@ def is_initialised(directory: str | Path) -> bool:
     return (Path(directory) / HOLDOUT).exists() and bool(batch_files(directory))
 
 
-def _read_npz(file: Path) -> dict[str, np.ndarray]:
+def read_npz(file: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(file, allow_pickle=False) as archive:
             return {k: archive[k] for k in archive.files}
@@ -95,7 +95,7 @@ def check_batch(arrays: dict[str, np.ndarray], source: str, like: np.ndarray | N
 
 
 def read_batch(file: Path, like: np.ndarray | None = None) -> Batch:
-    return check_batch(_read_npz(file), str(file), like)
+    return check_batch(read_npz(file), str(file), like)
 
 
 def read_holdout(directory: str | Path) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +103,7 @@ def read_holdout(directory: str | Path) -> tuple[np.ndarray, np.ndarray]:
     if not file.exists():
         raise DataError(f"{file} does not exist: the tracked dataset is not initialised "
                         "(run: pucl data init)")
-    arrays = _read_npz(file)
+    arrays = read_npz(file)
     if set(arrays) != {"x_test", "y_test"}:
         raise DataError(f"{file} must hold exactly x_test and y_test, has {sorted(arrays)}")
     x = _as_images_or_features(arrays["x_test"], f"{file}: x_test")

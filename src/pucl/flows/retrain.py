@@ -83,8 +83,10 @@ def params_digest(params: Params) -> str:
     return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()
 
 
-def fingerprint(params: Params, root: Path) -> dict[str, str]:
-    data = data_identity(params, root)[1]
+def fingerprint(params: Params, root: Path, data_digest: str | None = None
+                ) -> dict[str, str]:
+    """Hashes of what trains a model; pass `data_digest` when it is already known."""
+    data = data_digest or data_identity(params, root)[1]
     parts = {"data": data, "params": params_digest(params), "code": code_digest()}
     parts["all"] = hashlib.sha256("|".join(parts.values()).encode()).hexdigest()
     return parts
@@ -158,11 +160,9 @@ def open_registry_store(params: Params, root: Path) -> tracking.Store:
         store = tracking.open_store(uri, params.tracking.experiment, root)
         store.client.search_registered_models(max_results=1)
     except Exception as exc:
-        text = str(exc).strip()
         raise tracking.StoreUnavailable(
-            f"MLflow store {uri} cannot be used ({type(exc).__name__}"
-            f"{': ' + text.splitlines()[0] if text else ''}); retraining needs its model "
-            "registry") from None
+            f"MLflow store {uri} cannot be used ({tracking.first_line(exc)}); retraining "
+            "needs its model registry") from None
     return store
 
 
@@ -185,8 +185,8 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
     store = open_registry_store(params, root)
     x_hold, y_hold = holdout(params, root)
     sha = holdout_digest(x_hold, y_hold)
-    prints = fingerprint(params, root)
     data_name, data_digest, data_source = data_identity(params, root)
+    prints = fingerprint(params, root, data_digest)
     champion = store.version_for_alias(t.registered_model, CHAMPION)
     decision = Decision("skipped", "", sha, t.champion_metric, fingerprint=prints["all"],
                         champion_version=champion.version if champion else None)

@@ -34,7 +34,7 @@ from pucl.tracking.registry import (
     resolve_version,
     use_tracking_uri,
 )
-from pucl.tracking.runs import PARENT_RUN_ENV, TRACKING_ENV, Run, tracking_disabled
+from pucl.tracking.runs import PARENT_RUN_ENV, TRACKING_ENV, Run, first_line, tracking_disabled
 from pucl.tracking.store import (
     RunRecord,
     Store,
@@ -45,7 +45,7 @@ from pucl.tracking.store import (
 )
 
 __all__ = ["CHAMPION", "PARENT_RUN_ENV", "ROOT_ENV", "TRACKING_ENV", "ModelNotFound", "Run",
-           "RunRecord", "Store", "StoreUnavailable", "dvc_invocation", "file_digest",
+           "RunRecord", "Store", "StoreUnavailable", "dvc_invocation", "file_digest", "first_line",
            "git_commit", "invocation_parent", "load_version", "open_registry", "open_store",
            "parse_reference", "project_root", "resolve_tracking_uri", "resolve_version",
            "run_in", "standard_tags", "tracked_run", "tracking_disabled", "try_open_store",

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pucl.errors import PuclError
+from pucl.tracking.runs import first_line
 
 CHAMPION = "champion"
 _REFERENCE = re.compile(r"^(?P<name>[^@/]+)(?:@(?P<alias>[^@/]+)|/(?P<version>\d+))?$")
@@ -41,9 +42,8 @@ def open_registry(uri: str) -> Any:
         client = MlflowClient(tracking_uri=uri)
         client.search_registered_models(max_results=1)
     except Exception as exc:
-        text = str(exc).strip()
-        raise StoreUnavailable(f"MLflow store {uri} cannot be used ({type(exc).__name__}"
-                               f"{': ' + text.splitlines()[0] if text else ''})") from None
+        raise StoreUnavailable(f"MLflow store {uri} cannot be used ({first_line(exc)})"
+                               ) from None
     return client
 
 

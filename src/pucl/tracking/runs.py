@@ -20,7 +20,7 @@ def _warn(message: str) -> None:
     print(f"pucl: {message}", file=sys.stderr)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
@@ -50,7 +50,7 @@ class Run:
         try:
             return getattr(self.client, method)(self.run_id, *args, **kwargs)
         except Exception as exc:  # tracking must never break the pipeline
-            _warn(f"MLflow {what} failed ({_first_line(exc)}); continuing")
+            _warn(f"MLflow {what} failed ({first_line(exc)}); continuing")
             return None
 
     def log_params(self, params: Mapping[str, Any]) -> None:
@@ -123,7 +123,7 @@ class Run:
                 pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
             )
         except Exception as exc:
-            _warn(f"MLflow log model failed ({_first_line(exc)}); continuing")
+            _warn(f"MLflow log model failed ({first_line(exc)}); continuing")
             return None
         self.set_tags({"model_id": info.model_id, "model_uri": info.model_uri})
         return info.model_id

@@ -12,7 +12,7 @@ from typing import Any
 
 from pucl.environment import quiet_defaults
 from pucl.tracking.location import standard_tags
-from pucl.tracking.runs import TRACKING_ENV, Run, _first_line, _warn, tracking_disabled
+from pucl.tracking.runs import TRACKING_ENV, Run, _warn, first_line, tracking_disabled
 
 
 @dataclass
@@ -175,7 +175,7 @@ def try_open_store(uri: str, experiment: str, root: Path) -> Store | None:
     try:
         return open_store(uri, experiment, root)
     except Exception as exc:
-        _warn(f"MLflow store {uri} cannot be used ({_first_line(exc)}); "
+        _warn(f"MLflow store {uri} cannot be used ({first_line(exc)}); "
               "results are written locally only")
         os.environ[TRACKING_ENV] = "off"
         return None
@@ -208,7 +208,7 @@ def run_in(store: Store | None, name: str, root: Path, tags: Mapping[str, Any] |
             handle = store.start_run(name, {**standard_tags(root), **(tags or {})},
                                      parent_run_id)
         except Exception as exc:
-            _warn(f"MLflow store {store.uri} cannot be used ({_first_line(exc)}); "
+            _warn(f"MLflow store {store.uri} cannot be used ({first_line(exc)}); "
                   "results are written locally only")
             os.environ[TRACKING_ENV] = "off"
     try:
