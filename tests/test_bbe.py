@@ -48,16 +48,23 @@ def test_a_pure_top_bin_recovers_the_mixture_proportion():
 
 def test_bbe_refuses_samples_too_small_to_hold_out():
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="BBE needs at least 10 samples per side, got 200 "
-                                         "unlabeled and 6 positive"):
+    with pytest.raises(ValueError, match=r"BBE needs at least 10 samples per side \(5 per fold "
+                                         r"of its 2-fold held-out split, prior.heldout.folds\), "
+                                         r"got 200 unlabeled and 6 positive"):
         BBE().fit(rng.normal(size=(200, 3)), rng.normal(size=(6, 3)))
 
 
-def test_bbe_reports_its_bin():
+def test_bbe_averages_each_folds_best_bin():
+    """Each fold's estimate is the best bin of the scores that fold's model gave to rows it
+    did not see; BBE's answer is their mean."""
     rng = np.random.default_rng(1)
     unlabeled = np.concatenate([rng.normal(2, 1, (300, 4)), rng.normal(-2, 1, (700, 4))])
-    estimator = BBE(random_state=0).fit(unlabeled, rng.normal(2, 1, (400, 4)))
-    details = estimator.details_
-    assert details["bbe_heldout_p"] == 200 and details["bbe_heldout_u"] == 500
-    assert estimator.prior_ == pytest.approx(details["bbe_q_u"] / details["bbe_q_p"])
+    positive = rng.normal(2, 1, (400, 4))
+    estimator = BBE(random_state=0).fit(unlabeled, positive)
+    scores = estimator._scores(unlabeled, positive)  # the same seed: the same scores
+    folds = [naive_best_bin(scores.p[scores.fold_p == k], scores.u[scores.fold_u == k],
+                            0.01, 0.1)[0] for k in range(2)]
+    assert estimator.details_["bbe_fold_estimates"] == pytest.approx(folds, abs=1e-6)
+    assert estimator.prior_ == pytest.approx(np.mean(folds), abs=1e-6)
+    assert estimator.details_["heldout_classifier"] == "logistic"  # feature rows
     assert abs(estimator.prior_ - 0.3) < 0.05

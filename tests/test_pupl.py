@@ -123,10 +123,41 @@ def test_auto_falls_back_to_prior_rank_when_2means_disagrees_with_the_prior():
     assert kmeans.fallback_ is None and kmeans.labels_.mean() == pytest.approx(0.65, abs=0.02)
     auto = PSEUDO_LABELLERS.create("auto", prior=0.3, prior_tolerance=0.15, restarts=10,
                                    random_state=1).fit(z, labeled, in_u)
-    assert auto.fallback_.startswith("2-means labelled 0.6")
+    assert auto.fallback_.startswith("the pseudo-labels put 0.6")
     assert "prior estimate of 0.300" in auto.fallback_ and auto.method_ == "prior_rank"
     np.testing.assert_array_equal(auto.labels_, prior_rank(z, labeled, in_u, 0.3).labels)
     assert (auto.labels_ == y).mean() > 0.99
+    assert auto.degenerate_ is None  # the labels it kept are sound
+    # the paper's pu_kmeans keeps its split, and says it is degenerate
+    flagged = PSEUDO_LABELLERS.create("pu_kmeans", prior=0.3, restarts=10,
+                                      random_state=1).fit(z, labeled, in_u)
+    np.testing.assert_array_equal(flagged.labels_, kmeans.labels_)
+    assert flagged.degenerate_.startswith("the pseudo-labels put 0.6")
+    assert kmeans.degenerate_ is None  # without a prior only an empty class is degenerate
+
+
+@pytest.mark.parametrize("share, prior, expected", [
+    (0.0, None, "leave the positive class empty"),
+    (1.0, 0.9, "leave the negative class empty"),
+    (0.91, 0.30, "put 0.910 of U positive against a prior estimate of 0.300"),
+    (0.40, 0.30, None),
+    (0.91, None, None),
+])
+def test_degeneracy_names_an_empty_class_or_a_share_far_from_the_prior(share, prior, expected):
+    from pucl.pupl.base import degeneracy
+
+    found = degeneracy(share, prior, 0.15)
+    assert found == expected if expected is None else expected in found
+
+
+def test_prior_rank_flags_a_prior_that_labels_everything():
+    from pucl.pupl import PSEUDO_LABELLERS
+
+    z = np.random.default_rng(0).normal(size=(50, 3)).astype(np.float32)
+    labeled = np.zeros(50, dtype=bool)
+    labeled[:5] = True
+    fitted = PSEUDO_LABELLERS.create("prior_rank", prior=0.999).fit(z, labeled)
+    assert "negative class empty" in fitted.degenerate_
 
 
 def test_auto_keeps_2means_when_it_agrees_with_the_prior():

@@ -101,13 +101,13 @@ def test_classifier_objectives_record_their_prior_and_differ(project, tracking_u
             ("naive_ce", "estimate", None, None),
             ("nnpu", "oracle", report["prior_true"], "oracle"),
             ("upu", 0.35, 0.35, "given"),
-            ("nnpu", "estimate", report["prior"], "km2")]:
+            ("nnpu", "estimate", report["prior"], "auto")]:
         params["classifier"].update({"objective": objective, "prior": prior})
         (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         stage(project, "train_classifier")
         summary = json.loads((project / "data/classifier/summary.json").read_text())
         assert summary == {"objective": objective, "prior": want_prior, "prior_source": source,
-                           "finetune_epochs": 0}
+                           "finetune_epochs": 0, "degenerate": None}
         heads[(objective, str(prior))] = torch.load(
             project / "data/classifier/head.pt")["head"]["state"]["linear.weight"]
     client = MlflowClient(tracking_uri)

@@ -143,3 +143,27 @@ def test_bench_table_prints_percent_beside_the_paper():
 def test_reference_must_name_a_variant():
     with pytest.raises(ParamsError, match="unknown variants"):
         parse_sweep({"name": "s", "variants": {"a": {}}, "reference": {"b": 90.0}})
+
+
+def test_grouped_comparison_names_the_prior_source_and_minutes_per_seed():
+    """The reports' columns: where the prior came from (an oracle anywhere wins, a number
+    is `given`), and minutes per seed with a cached pretraining counted at its cost."""
+    def record(name, variant, params, minutes, reused):
+        return {"name": name, "run_id": name, "variant": variant, "minutes": minutes,
+                "params": {"prior.method": "auto", "pretrain.prior": "estimate",
+                           "classifier.prior": "estimate", **params},
+                "metrics": {"accuracy": 0.9, "pretrain_seconds": 600.0,
+                            "pretrain_reused": float(reused)}}
+
+    frame = runs_frame([record("a", "fresh", {}, 12.0, False),
+                        record("b", "fresh", {}, 14.0, False),
+                        record("c", "cached", {"classifier.prior": "oracle"}, 2.0, True),
+                        record("d", "number", {"classifier.prior": "0.3"}, 3.0, False),
+                        record("e", "km", {"prior.method": "km2"}, 1.0, True)])
+    table = comparison_table(frame, ["variant"]).set_index("variant")
+    assert list(table.columns[:2]) == ["prior_source", "accuracy"]
+    assert table["prior_source"].to_dict() == {"cached": "oracle", "fresh": "auto",
+                                               "km": "km2", "number": "given"}
+    assert table.loc["fresh", "minutes_per_seed"] == pytest.approx(13.0)
+    assert table.loc["cached", "minutes_per_seed"] == pytest.approx(12.0)  # 2 + 600 s
+    assert table.loc["number", "minutes_per_seed"] == pytest.approx(3.0)

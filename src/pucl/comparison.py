@@ -21,7 +21,7 @@ class NotFound(PuclError):
 
 def _record(run: tracking.RunRecord) -> dict:
     return {"name": run.name, "run_id": run.run_id, "params": run.params,
-            "metrics": run.metrics, "variant": run.tags.get("variant")}
+            "metrics": run.metrics, "variant": run.tags.get("variant"), "minutes": run.minutes}
 
 
 def find_sweep(store: tracking.Store, ref: str) -> tracking.RunRecord:

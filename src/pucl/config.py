@@ -99,7 +99,7 @@ class _MethodSection(_Section):
 class PriorParams(_MethodSection):
     # an estimator of pucl.prior.PRIOR_ESTIMATORS (km2, km1, ...) or a source: given
     # (prior.value) or oracle (the true prior of U, benchmarks only)
-    method: str = "km2"
+    method: str = "auto"
     value: float | None = Field(None, gt=0.0, lt=1.0, description="the prior, for method=given")
 
     @model_validator(mode="after")

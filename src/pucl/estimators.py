@@ -45,7 +45,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    prior : str or float, default="km2"
+    prior : str or float, default="auto"
         A prior estimator's name (`pucl.prior.PRIOR_ESTIMATORS.names()`) or the class
         prior of the unlabeled rows, a number in (0, 1).
     loss : str, default="pucl"
@@ -72,7 +72,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         The encoder with its projection head, and the linear head on encoder features.
     """
 
-    def __init__(self, prior: str | float = "km2", loss: str = "pucl", encoder: str = "auto",
+    def __init__(self, prior: str | float = "auto", loss: str = "pucl", encoder: str = "auto",
                  epochs: int = 20, batch_size: int = 512, lr: float = 2e-3,
                  weight_decay: float = 1e-5, temperature: float = 0.5, proj_dim: int = 128,
                  proj_hidden: int = 256, augment: dict | None = None,

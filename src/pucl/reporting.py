@@ -14,6 +14,7 @@ import pandas as pd
 
 KEY_METRICS = ("accuracy", "f1", "roc_auc", "prior_abs_error", "pseudo_label_accuracy",
                "knn_accuracy", "knn_accuracy_inputs", "prototype_bias")
+DERIVED = ("prior_source", "minutes_per_seed")  # runs_frame's columns read from params / times
 # Params that change how a run executes, not what it computes.
 EXECUTION_PARAMS = ("base.device", "base.threads", "tracking.uri", "tracking.experiment")
 
@@ -42,12 +43,35 @@ def runs_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         metrics = rec.get("metrics", {})
         row["gamma"] = metrics.get("gamma", np.nan)
         row.update({m: metrics.get(m, np.nan) for m in KEY_METRICS})
+        row["prior_source"] = prior_source(rec.get("params", {}))
+        row["minutes_per_seed"] = minutes_per_seed(rec.get("minutes"), metrics)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+def prior_source(params: dict[str, Any]) -> str:
+    """Where a run's class prior came from: `oracle` when any prior consumer was given the
+    true prior, `given` for a number, else the estimator (`prior.method`)."""
+    settings = [str(params.get(k, "")) for k in ("prior.method", "pretrain.prior",
+                                                 "classifier.prior")]
+    if "oracle" in settings:
+        return "oracle"
+    if settings[0] == "given" or any(_value(v) != v for v in settings[1:] if v):
+        return "given"  # prior.value, or a number in pretrain.prior / classifier.prior
+    return settings[0] or "-"
+
+
+def minutes_per_seed(minutes: float | None, metrics: dict[str, float]) -> float:
+    """A pipeline run's wall minutes, with a pretraining restored from the cache counted
+    at what it cost when it ran: every variant pays for its encoder once per seed."""
+    if minutes is None:
+        return np.nan
+    reused = metrics.get("pretrain_reused", 0.0) == 1.0
+    return minutes + (metrics.get("pretrain_seconds", 0.0) / 60 if reused else 0.0)
+
+
 def param_columns(frame: pd.DataFrame) -> list[str]:
-    fixed = {"run", "run_id", "gamma", *KEY_METRICS}
+    fixed = {"run", "run_id", "gamma", *KEY_METRICS, *DERIVED}
     return [c for c in frame.columns if c not in fixed]
 
 
@@ -75,9 +99,10 @@ def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFram
         allowed = ", ".join(sorted(param_columns(frame)))
         raise ValueError(f"unknown parameter {unknown[0]!r} for --by (runs have: {allowed})")
     gamma = ["gamma"] if frame["gamma"].notna().any() else []
+    derived = [c for c in DERIVED if c in frame]
     if not by:
         varying = varying_params(frame)
-        table = frame[["run", *varying, *gamma, *metrics]]
+        table = frame[["run", *varying, *gamma, *metrics, *derived]]
         return table.sort_values([*varying, "run"] if varying else ["run"],
                                  kind="stable").reset_index(drop=True)
     grouped = frame.groupby(list(by), dropna=False, sort=True)
@@ -86,7 +111,17 @@ def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFram
         table[f"{m}_std"] = grouped[m].std(ddof=0)
     table["n"] = grouped.size()
     ordered = [c for m in [*gamma, *metrics] for c in (m, f"{m}_std") if c in table]
-    return table[[*ordered, "n"]].reset_index()
+    extra = []
+    if "prior_source" in frame:
+        table["prior_source"] = grouped["prior_source"].agg(
+            lambda s: s.iloc[0] if s.nunique() == 1 else "mixed")
+        extra.append("prior_source")
+    if "minutes_per_seed" in frame:
+        table["minutes_per_seed"] = grouped["minutes_per_seed"].mean()
+        extra.append("minutes_per_seed")
+    table = table[[*ordered, "n", *extra]].reset_index()
+    first = [*by, *extra[:1]]  # the report's order: variant, prior_source, accuracy, ...
+    return table[[*first, *[c for c in table.columns if c not in first]]]
 
 
 def with_std(table: pd.DataFrame) -> pd.DataFrame:

@@ -19,7 +19,8 @@ def _read_bundled() -> tuple[np.ndarray, np.ndarray]:
     return x, table[:, -1].astype(np.int64)
 
 
-@register("mnist5k", tasks=("mnist-i",), classes=tuple(range(10)), image_shape=(1, 28, 28))
+@register("mnist5k", tasks=("mnist-i", "mnist-ii"), classes=tuple(range(10)),
+          image_shape=(1, 28, 28))
 def load_mnist5k(test_fraction: float = 0.2, seed: int = 0, **_ignored) -> ImageData:
     """Stratified, seeded train/test split of the bundled images (no test split ships)."""
     x, y = _read_bundled()

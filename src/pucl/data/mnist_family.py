@@ -84,7 +84,7 @@ def load_fmnist(root: str | None = None, download: bool = False, **_ignored) -> 
                             DEBIAN_FASHION_MNIST, download)
 
 
-@register("mnist", tasks=("mnist-i",), classes=tuple(range(10)), image_shape=(1, 28, 28),
+@register("mnist", tasks=("mnist-i", "mnist-ii"), classes=tuple(range(10)), image_shape=(1, 28, 28),
           needs_root=True)
 def load_mnist(root: str | None = None, download: bool = False, **_ignored) -> ImageData:
     return load_idx_dataset("mnist", root, "MNIST", ("mnist",), None, download)

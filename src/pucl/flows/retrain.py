@@ -136,8 +136,7 @@ def arrived_prior(params: Params, root: Path, since_batches: int
     entry = PRIOR_ESTIMATORS.get(method)
     settings = entry.settings(params.prior.sub_section(entry.params_key),
                               f"prior.{entry.params_key}")
-    estimator = entry.target(**(settings.model_dump() if settings else {}),
-                             random_state=params.base.seed)
+    estimator = entry.build(settings, random_state=params.base.seed)
     try:
         estimator.fit(unit_scale(arrived), unit_scale(positive))
     except ValueError:  # too few rows for this estimator

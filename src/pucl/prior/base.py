@@ -31,7 +31,8 @@ def as_rows(X: Any, what: str) -> np.ndarray:
 
 class PriorEstimator(BaseEstimator):
     """Base class: subclasses implement `_estimate(U, P) -> (prior, details)` on float64
-    rows; `fit` validates the inputs and sets `prior_`, `details_`, `n_features_in_`."""
+    rows; `fit` validates the inputs and sets `prior_`, `details_`, `n_features_in_` (and
+    `sample_shape_`, one row's original shape, before `_estimate` runs)."""
 
     min_samples = 2  # per side; estimators with held-out splits need more
 
@@ -43,13 +44,21 @@ class PriorEstimator(BaseEstimator):
                              f"X_positive has {P.shape[1]}")
         if len(U) < self.min_samples or len(P) < self.min_samples:
             raise ValueError(f"{type(self).__name__} needs at least {self.min_samples} "
-                             f"samples per side, got {len(U)} unlabeled and {len(P)} "
-                             "positive")
+                             f"samples per side{self.size_hint()}, got {len(U)} unlabeled "
+                             f"and {len(P)} positive")
+        self.sample_shape_ = tuple(np.shape(X_unlabeled)[1:])  # (c, h, w) for images
+        if tuple(np.shape(X_positive)[1:]) != self.sample_shape_:
+            raise ValueError(f"X_unlabeled rows have shape {list(self.sample_shape_)} but "
+                             f"X_positive rows {list(np.shape(X_positive)[1:])}")
         prior, details = self._estimate(U, P)
         self.prior_ = float(prior)
         self.details_ = details
         self.n_features_in_ = U.shape[1]
         return self
+
+    def size_hint(self) -> str:
+        """Why min_samples is what it is, for the refusal message ("" when obvious)."""
+        return ""
 
     def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
         raise NotImplementedError

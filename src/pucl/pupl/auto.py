@@ -5,27 +5,25 @@ from __future__ import annotations
 import numpy as np
 
 from pucl.pupl.algorithms import PseudoLabels, prior_rank
-from pucl.pupl.base import PSEUDO_LABELLERS, KMeansParams
+from pucl.pupl.base import PSEUDO_LABELLERS, KMeansParams, degeneracy
 from pucl.pupl.kmeans import PUPL
 
 
 @PSEUDO_LABELLERS.register("auto", params=KMeansParams, params_key="kmeans")
 class AutoLabeller(PUPL):
-    """pu_kmeans, unless the share of U it labels positive is further than prior_tolerance
-    from the prior: then its split is not P vs N, and prior_rank labels (fallback_ says)."""
+    """pu_kmeans, unless its split is degenerate (a class empty, or the share of U it labels
+    positive further than prior_tolerance from the prior): then prior_rank labels
+    (fallback_ says why)."""
 
     def __init__(self, prior: float = 0.5, prior_tolerance: float = 0.15, restarts: int = 50,
                  max_iter: int = 100, random_state: int | None = 0):
-        super().__init__(restarts, max_iter, random_state)
-        self.prior = prior
-        self.prior_tolerance = prior_tolerance
+        super().__init__(restarts, max_iter, prior, prior_tolerance, random_state)
 
     def _label(self, z: np.ndarray, labeled: np.ndarray, in_u: np.ndarray
                ) -> tuple[PseudoLabels, str | None]:
         result, _ = super()._label(z, labeled, in_u)
-        share = float(result.labels[in_u].mean())
-        if abs(share - self.prior) <= self.prior_tolerance:
+        problem = degeneracy(float(result.labels[in_u].mean()), self.prior,
+                             self.prior_tolerance)
+        if problem is None:
             return result, None
-        why = (f"2-means labelled {share:.3f} of U positive against a prior estimate of "
-               f"{self.prior:.3f} (tolerance {self.prior_tolerance}): used prior_rank instead")
-        return prior_rank(z, labeled, in_u, self.prior), why
+        return prior_rank(z, labeled, in_u, self.prior), f"{problem}: used prior_rank instead"

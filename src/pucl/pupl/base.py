@@ -51,10 +51,28 @@ def check_pu_input(X: Any, s: Any, in_u: Any = None) -> tuple[np.ndarray, ...]:
     return z, labeled, member
 
 
+DEFAULT_TOLERANCE = 0.15  # labellers without a prior_tolerance setting (prior_rank)
+
+
+def degeneracy(share_u: float, prior: float | None, tolerance: float) -> str | None:
+    """Why a labelling of U whose positive share is `share_u` is degenerate, or None: a
+    class left empty, or (given a prior estimate) a share further than `tolerance` from it
+    (the clusters are then not P and N: F-MNIST-I's 2-means put 0.91 of U positive)."""
+    if share_u <= 0.0 or share_u >= 1.0:
+        return (f"the pseudo-labels leave the {'positive' if share_u <= 0 else 'negative'} "
+                "class empty in U")
+    if prior is not None and abs(share_u - prior) > tolerance:
+        return (f"the pseudo-labels put {share_u:.3f} of U positive against a prior estimate "
+                f"of {prior:.3f} (tolerance {tolerance})")
+    return None
+
+
 class PseudoLabeller(ClusterMixin, BaseEstimator):
     """Base class: subclasses implement `_label(z, labeled, in_u) -> PseudoLabels`; `fit`
     sets labels_, margin_ (> 0 leans positive), inertia_ (k-means potential), method_
-    (what labelled in the end) and fallback_ (why another method was used, or None)."""
+    (what labelled in the end), fallback_ (why another method was used, or None) and
+    degenerate_ (why the final labels are degenerate, or None: `degeneracy`, checked for
+    every labeller against its `prior` when it has one)."""
 
     def fit(self, X: Any, s: Any, in_u: Any = None) -> PseudoLabeller:
         z, labeled, member = check_pu_input(X, s, in_u)
@@ -66,6 +84,9 @@ class PseudoLabeller(ClusterMixin, BaseEstimator):
         self.method_ = result.method
         self.n_iter_ = result.iterations
         self.fallback_ = why
+        self.degenerate_ = degeneracy(float(result.labels[member].mean()),
+                                      getattr(self, "prior", None),
+                                      getattr(self, "prior_tolerance", DEFAULT_TOLERANCE))
         self.n_features_in_ = z.shape[1]
         return self
 

@@ -51,7 +51,8 @@ def parent_rollup(stage: str, metrics: dict) -> dict:
     if stage == "build_split":
         return {k: metrics[k] for k in ("gamma", "n_p", "n_u") if k in metrics}
     if stage == "pretrain":
-        return {"pretrain_seconds": metrics.get("train_seconds", float("nan"))}
+        return {"pretrain_seconds": metrics.get("train_seconds", float("nan")),
+                "pretrain_reused": metrics.get("reused", 0.0)}
     return {}
 
 

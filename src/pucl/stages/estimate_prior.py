@@ -48,9 +48,8 @@ def run(ctx: StageContext) -> dict:
         x = ctx.data().x_train
         unlabeled = x[train.loc[train["in_u"], "index"].to_numpy()]
         positive = x[train.loc[train["pu"] == 1, "index"].to_numpy()]
-        settings = ctx.settings("prior", entry)
-        estimator = entry.target(**(settings.model_dump() if settings else {}),
-                                 random_state=ctx.params.base.seed)
+        estimator = entry.build(ctx.settings("prior", entry), random_state=ctx.params.base.seed,
+                                progress=ctx.progress)
         try:
             estimator.fit(unit_scale(unlabeled), unit_scale(positive))
         except ValueError as exc:  # too few rows for the estimator, say

@@ -201,7 +201,8 @@ def run(ctx: StageContext) -> dict:
     checkpoint = ctx.path("pretrain", "checkpoint.pt")
     fp = fingerprint(ctx, train, prior_used, images)
     entry = cache_entry(ctx, fp)
-    if restore_from_cache(ctx, entry):
+    reused = restore_from_cache(ctx, entry)
+    if reused:
         print(f"pucl pretrain: reusing the finished pretraining {entry}", file=sys.stderr)
         frame = pd.read_csv(ctx.path("pretrain", "history.csv"))
         for row in frame.itertuples(index=False):
@@ -226,5 +227,7 @@ def run(ctx: StageContext) -> dict:
     steady = frame["images_per_s"].iloc[1:] if len(frame) > 1 else frame["images_per_s"]
     return {"final_loss": float(frame["loss"].iloc[-1]), "epochs": len(frame),
             **({"loss_prior": prior_used} if prior_used is not None else {}),
-            "images_per_s": float(steady.median()), "train_seconds": float(frame["seconds"].sum())}
+            "images_per_s": float(steady.median()), "train_seconds": float(frame["seconds"].sum()),
+            "reused": float(reused)}  # 1: restored from paths.pretrain_cache (train_seconds:
+    #                                   what it cost when it ran)
 

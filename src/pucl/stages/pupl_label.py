@@ -5,7 +5,9 @@
 or `auto` (default): pu_kmeans, unless the share of U it labels positive is further than
 `pupl.kmeans.prior_tolerance` from the prior estimate, in which case its split is not
 P vs N (F-MNIST-I: 0.91 against 0.28) and prior_rank is used; the summary's `fallback`
-and the tag `pupl_fallback` say so.
+and the tag `pupl_fallback` say so. Whatever the method, final labels that leave a class
+of U empty or stray from the prior estimate are flagged: a warning on stderr, `degenerate`
+in the summary, the metric and tag `pupl_degenerate` (docs/pupl.md).
 
 Outputs `labels.parquet` (index, pseudo_label, margin) and `summary.json` (method,
 features, positive fraction, k-means potential). Labelled positives are always positive.
@@ -44,15 +46,17 @@ def run(ctx: StageContext) -> dict:
     labeled = train["pu"].to_numpy() == 1
     in_u = train["in_u"].to_numpy()
     entry = PSEUDO_LABELLERS.get(p.method)
-    prior = (float(ctx.read_json("prior", "prior.json")["prior"])
-             if entry.accepts("prior") else None)
+    prior = float(ctx.read_json("prior", "prior.json")["prior"])
     labeller = entry.build(ctx.settings("pupl", entry), prior=prior,
                            random_state=ctx.params.base.seed)
     labeller.fit(z, labeled.astype(np.int64), in_u)
-    result, fallback = labeller.result_, labeller.fallback_
+    result, fallback, degenerate = labeller.result_, labeller.fallback_, labeller.degenerate_
     prior_used = prior if result.method == "prior_rank" else None
     if fallback:
         print(f"pucl pupl_label: {fallback}", file=sys.stderr)
+    if degenerate:  # kept (pu_kmeans is the paper's, prior-free), but never silently
+        print(f"pucl pupl_label: WARNING: degenerate pseudo-labels ({p.method}): {degenerate}",
+              file=sys.stderr)
 
     labels = pd.DataFrame({"index": train["index"], "pseudo_label": result.labels.astype(np.int8),
                            "margin": result.margin})
@@ -62,7 +66,8 @@ def run(ctx: StageContext) -> dict:
                "potential": result.potential, "positive_fraction": result.positive_fraction,
                "positive_fraction_u": float(result.labels[train["in_u"].to_numpy()].mean()),
                "prior_used": prior_used, "n": len(labels), "requested": p.method,
-               "fallback": fallback}
+               "fallback": fallback, "degenerate": degenerate,
+               "pupl_degenerate": int(degenerate is not None)}
     ctx.validate(lambda: suites.pseudo_labels(train, labels,
                                               ctx.params.validation.positive_fraction))
     write_table(ctx.path("pupl", "labels.parquet"), labels)
@@ -71,7 +76,8 @@ def run(ctx: StageContext) -> dict:
     ctx.run.log_artifact(ctx.path("pupl", "summary.json"))
     ctx.run.log_artifact(ctx.path("pupl", "labels.parquet"))
     ctx.run.set_tags({"pupl_method": result.method, "pupl_features": p.features,
-                      "pupl_fallback": str(fallback is not None).lower()})
+                      "pupl_fallback": str(fallback is not None).lower(),
+                      "pupl_degenerate": str(degenerate is not None).lower()})
     return {k: v for k, v in summary.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}
 

@@ -6,9 +6,13 @@ of `classifier.prior`; `naive_ce` cross-entropy with U as negative. With
 `classifier.finetune_epochs` > 0 the encoder and the trained head then learn together on
 the same objective (pretraining's augmentations), and `head.pt` also holds the fine-tuned
 encoder. Outputs `head.pt`, `history.csv` (head epochs, then fine-tuning epochs) and
-`summary.json` (objective, prior used and its source, fine-tuning epochs)."""
+`summary.json` (objective, prior used and its source, fine-tuning epochs, and `degenerate`:
+why the head calls every training row one class, else null; also a warning and the
+metric `classifier_degenerate`)."""
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import pandas as pd
@@ -88,7 +92,15 @@ def run(ctx: StageContext) -> dict:
         head.cpu()
         encoder_state = {k: v.cpu() for k, v in model.encoder.state_dict().items()}
         features = embed(model, data.x_train[rows], "encoder", device)
-    train_fit = float(((head.positive_score(features) >= 0.5) == labels).mean())
+    predicted = head.positive_score(features) >= 0.5
+    train_fit = float((predicted == labels).mean())
+    share = float(predicted.mean())
+    summary["degenerate"] = (None if 0.0 < share < 1.0 else
+                             f"the classifier calls every training row "
+                             f"{'positive' if share else 'negative'}")
+    if summary["degenerate"]:  # a collapsed PU risk, say: reported, never silent
+        print(f"pucl train_classifier: WARNING: {summary['degenerate']} ({p.objective})",
+              file=sys.stderr)
     with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
         torch.save({"head": describe(head), "encoder_state": encoder_state}, tmp)
     write_table(ctx.path("classifier", "history.csv"),
@@ -105,7 +117,9 @@ def run(ctx: StageContext) -> dict:
                          if summary["prior_source"] else {})})
     ctx.run.log_artifact(ctx.path("classifier", "head.pt"))
     ctx.run.log_artifact(ctx.path("classifier", "summary.json"))
-    metrics = {"train_fit": train_fit, **({"final_loss": losses[-1]} if losses else {})}
+    metrics = {"train_fit": train_fit, "train_positive_share": share,
+               "classifier_degenerate": int(summary["degenerate"] is not None),
+               **({"final_loss": losses[-1]} if losses else {})}
     if summary["prior"] is not None:
         metrics["classifier_prior"] = summary["prior"]
     return metrics

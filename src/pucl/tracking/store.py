@@ -26,17 +26,23 @@ class RunRecord:
     params: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    end_time: int | None = None  # ms since the epoch; None while running
 
     @property
     def parent_id(self) -> str | None:
         return self.tags.get("mlflow.parentRunId")
+
+    @property
+    def minutes(self) -> float | None:
+        """Wall-clock minutes from start to end (None while running)."""
+        return (self.end_time - self.start_time) / 60000 if self.end_time else None
 
     @classmethod
     def of(cls, run: Any) -> RunRecord:
         """From an mlflow.entities.Run."""
         return cls(run.info.run_id, run.info.run_name or "", run.info.status,
                    run.info.start_time or 0, dict(run.data.params), dict(run.data.metrics),
-                   dict(run.data.tags))
+                   dict(run.data.tags), run.info.end_time)
 
 
 class Store:

@@ -1,0 +1,272 @@
+"""Held-out scores of a positive-vs-unlabeled classifier, the quantity BBE and DEDPUL read.
+
+A classifier that learns to tell the labelled positives P from the unlabeled rows U (a
+"non-traditional classifier": it never sees a negative label) ranks U by how positive each
+row looks. Scores of rows the classifier was trained on are biased (it remembers the 500
+or so positives it saw), so every row is scored by a model that did not see it: the rows
+of each side are dealt into `folds` folds and fold k is scored by a classifier trained on
+the others. A network stops training where its balanced P-vs-U loss on a validation slice
+of its own training part is lowest; the held-out fold plays no part in that choice.
+
+Settings: params.yaml `prior.heldout` (shared by bbe, dedpul and auto).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from sklearn.decomposition import PCA
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+from torch import nn
+from tqdm.auto import tqdm
+
+from pucl.prior.base import PriorEstimator
+from pucl.registry import EntryParams
+
+
+class HeldOutParams(EntryParams):
+    """The P-vs-U classifier and the estimators reading its held-out scores."""
+
+    classifier: Literal["auto", "network", "logistic"] = Field(
+        "auto", description="auto: a small CNN for images of 20x20 or more, else logistic")
+    folds: int = Field(2, ge=2, le=10, description="cross-fitting folds per side")
+    validation: float = Field(0.2, gt=0.0, lt=0.5, description="share of each training "
+                              "part that decides when the network stops")
+    batch_size: int = Field(256, ge=8, description="network: rows of P and of U per step")
+    max_steps: int = Field(1500, ge=1, description="network: optimiser steps per fold at most")
+    eval_every: int = Field(50, ge=1, description="network: steps between validation checks")
+    patience: int = Field(4, ge=1, description="network: checks without improvement to stop")
+    lr: float = Field(1e-3, gt=0.0)
+    weight_decay: float = Field(1e-4, ge=0.0)
+    shift: int = Field(2, ge=0, description="network: random translation in pixels")
+    pca_dim: int = Field(50, ge=1, description="logistic: principal components it sees")
+    C: float = Field(1.0, gt=0.0, description="logistic: inverse L2 strength")
+    # BBE (bbe.py): the slack and confidence of the upper bound, as in the paper
+    gamma: float = Field(0.01, ge=0.0)
+    delta: float = Field(0.1, gt=0.0, lt=1.0)
+    # DEDPUL (dedpul.py)
+    bandwidth_u: float = Field(0.05, gt=0.0, description="dedpul: KDE bandwidth of U's "
+                               "scores, in standard deviations of those scores")
+    bandwidth_p: float = Field(0.1, gt=0.0, description="dedpul: the same for P's scores")
+
+
+@dataclass(frozen=True)
+class HeldOutScores:
+    """Scores (higher: more positive-like; network logits or logistic decision values) of
+    every row of U and P, each from the fold model that did not see it."""
+
+    u: np.ndarray
+    p: np.ndarray
+    fold_u: np.ndarray
+    fold_p: np.ndarray
+    classifier: str
+    steps: tuple[int, ...]  # network: the step each fold's model was taken at (0: logistic)
+
+    @property
+    def folds(self) -> int:
+        return int(self.fold_u.max()) + 1
+
+    def describe(self) -> dict[str, Any]:
+        return {"heldout_classifier": self.classifier, "heldout_folds": self.folds,
+                "heldout_steps": list(self.steps), "heldout_n_u": len(self.u),
+                "heldout_n_p": len(self.p)}
+
+
+ROWS_PER_FOLD = 5  # per side: a fold model learns from 4 (folds - 1) and checks on 1
+
+
+def minimum_rows(folds: int) -> int:
+    """Rows a side needs for every fold's training part and validation slice."""
+    return ROWS_PER_FOLD * folds
+
+
+def _deal(n: int, folds: int, rng: np.random.Generator) -> np.ndarray:
+    fold = np.empty(n, dtype=np.int64)
+    fold[rng.permutation(n)] = np.arange(n) % folds
+    return fold
+
+
+def _deal_u_with_p(U: np.ndarray, P: np.ndarray, fold_p: np.ndarray, folds: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """Folds of U in which a row equal to a labelled positive (case-control U holds them)
+    shares that positive's fold: a model that learnt it as P never scores it as U."""
+    fold_u = _deal(len(U), folds, rng)
+    fold_of = {row.tobytes(): int(k) for row, k in zip(P, fold_p, strict=True)}
+    for i, row in enumerate(U):
+        k = fold_of.get(row.tobytes())
+        if k is not None:
+            fold_u[i] = k
+    return fold_u
+
+
+def classifier_kind(choice: str, sample_shape: tuple[int, ...]) -> str:
+    if choice != "auto":
+        return choice
+    images = len(sample_shape) == 3 and min(sample_shape[1:]) >= 20
+    return "network" if images else "logistic"
+
+
+def heldout_scores(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
+                   settings: HeldOutParams, random_state: int | None = 0,
+                   progress: bool = False) -> HeldOutScores:
+    """Cross-fitted P-vs-U scores of float rows U [n_u, d] and P [n_p, d]; `sample_shape`
+    is one row's original shape ((c, h, w) for images)."""
+    need = minimum_rows(settings.folds)
+    if len(U) < need or len(P) < need:
+        raise ValueError(f"{settings.folds}-fold held-out scores need at least {need} rows "
+                         f"per side, got {len(U)} unlabeled and {len(P)} positive")
+    rng = np.random.default_rng(random_state)
+    fold_p = _deal(len(P), settings.folds, rng)
+    fold_u = _deal_u_with_p(U, P, fold_p, settings.folds, rng)
+    kind = classifier_kind(settings.classifier, tuple(sample_shape))
+    scores_u, scores_p = np.empty(len(U)), np.empty(len(P))
+    steps = []
+    for k in tqdm(range(settings.folds), desc=f"prior: P-vs-U {kind}", unit="fold",
+                  disable=not progress):
+        train_u, train_p = U[fold_u != k], P[fold_p != k]
+        if kind == "logistic":
+            score = _fit_logistic(train_u, train_p, settings)
+            steps.append(0)
+        else:
+            score, step = _fit_network(train_u, train_p, tuple(sample_shape), settings, rng)
+            steps.append(step)
+        scores_u[fold_u == k] = score(U[fold_u == k])
+        scores_p[fold_p == k] = score(P[fold_p == k])
+    return HeldOutScores(scores_u, scores_p, fold_u, fold_p, kind, tuple(steps))
+
+
+def _fit_logistic(U: np.ndarray, P: np.ndarray, settings: HeldOutParams):
+    x = np.concatenate([P, U])
+    y = np.r_[np.ones(len(P)), np.zeros(len(U))]
+    dim = min(settings.pca_dim, x.shape[1], len(x))
+    reduce = PCA(n_components=dim, random_state=0).fit(x)
+    scale = StandardScaler().fit(reduce.transform(x))
+    model = LogisticRegression(C=settings.C, class_weight="balanced", max_iter=2000)
+    model.fit(scale.transform(reduce.transform(x)), y)
+    return lambda rows: model.decision_function(scale.transform(reduce.transform(rows)))
+
+
+def _network(sample_shape: tuple[int, ...]) -> nn.Module:
+    from pucl.models.encoders import LeNet5, MLPEncoder
+
+    if len(sample_shape) == 3 and min(sample_shape[1:]) >= 20:
+        body = LeNet5(sample_shape)
+    else:
+        body = MLPEncoder(sample_shape, hidden=128, out_dim=64)
+    return nn.Sequential(body, nn.Linear(body.out_dim, 1))
+
+
+def _split_off(n: int, share: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    order = rng.permutation(n)
+    held = max(1, round(share * n))
+    return order[held:], order[:held]
+
+
+def _balanced_loss(logit_p: torch.Tensor, logit_u: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of P as 1 and U as 0, each side weighted one half."""
+    return 0.5 * F.softplus(-logit_p).mean() + 0.5 * F.softplus(logit_u).mean()
+
+
+def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
+                 settings: HeldOutParams, rng: np.random.Generator):
+    torch.manual_seed(int(rng.integers(2**31)))
+    fit_u, val_u = _split_off(len(U), settings.validation, rng)
+    fit_p, val_p = _split_off(len(P), settings.validation, rng)
+    shape = (-1, *sample_shape)
+
+    def tensor(rows: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).reshape(shape)
+
+    def logits(model: nn.Module, rows: np.ndarray) -> torch.Tensor:
+        with torch.no_grad():
+            return torch.cat([model(tensor(rows[i:i + 4096])).squeeze(1)
+                              for i in range(0, len(rows), 4096)])
+
+    model = _network(sample_shape)
+    optimiser = torch.optim.Adam(model.parameters(), lr=settings.lr,
+                                 weight_decay=settings.weight_decay)
+    images = len(sample_shape) == 3
+    best = (math.inf, 0, copy.deepcopy(model.state_dict()))
+    order, cursor, stale = rng.permutation(fit_u), 0, 0
+    for step in range(1, settings.max_steps + 1):
+        if cursor + settings.batch_size > len(order):
+            order, cursor = rng.permutation(fit_u), 0
+        batch_u = order[cursor:cursor + settings.batch_size]
+        cursor += len(batch_u)
+        batch_p = fit_p[rng.integers(0, len(fit_p), len(batch_u))]
+        x = tensor(np.concatenate([P[batch_p], U[batch_u]]))
+        if images and settings.shift:  # one random translation per step: cheap, and P
+            dy, dx = rng.integers(-settings.shift, settings.shift + 1, 2)  # is small
+            x = torch.roll(x, shifts=(int(dy), int(dx)), dims=(2, 3))
+        model.train()
+        out = model(x).squeeze(1)
+        loss = _balanced_loss(out[:len(batch_p)], out[len(batch_p):])
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        if step % settings.eval_every == 0 or step == settings.max_steps:
+            model.eval()
+            val = float(_balanced_loss(logits(model, P[val_p]), logits(model, U[val_u])))
+            if val < best[0]:
+                best, stale = (val, step, copy.deepcopy(model.state_dict())), 0
+            else:
+                stale += 1
+                if stale >= settings.patience:
+                    break
+    model.load_state_dict(best[2])
+    model.eval()
+    return (lambda rows: logits(model, rows).numpy().astype(np.float64)), best[1]
+
+
+class HeldOutEstimator(PriorEstimator):
+    """Base of the estimators that read held-out P-vs-U scores (bbe, dedpul, auto): their
+    settings are HeldOutParams' fields; `_scores` computes the scores."""
+
+    def __init__(self, classifier: str = "auto", folds: int = 2, validation: float = 0.2,
+                 batch_size: int = 256, max_steps: int = 1500, eval_every: int = 50,
+                 patience: int = 4, lr: float = 1e-3, weight_decay: float = 1e-4,
+                 shift: int = 2, pca_dim: int = 50, C: float = 1.0, gamma: float = 0.01,
+                 delta: float = 0.1, bandwidth_u: float = 0.05, bandwidth_p: float = 0.1,
+                 random_state: int | None = 0, progress: bool = False):
+        self.classifier = classifier
+        self.folds = folds
+        self.validation = validation
+        self.batch_size = batch_size
+        self.max_steps = max_steps
+        self.eval_every = eval_every
+        self.patience = patience
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.shift = shift
+        self.pca_dim = pca_dim
+        self.C = C
+        self.gamma = gamma
+        self.delta = delta
+        self.bandwidth_u = bandwidth_u
+        self.bandwidth_p = bandwidth_p
+        self.random_state = random_state
+        self.progress = progress
+
+    @property
+    def min_samples(self) -> int:  # per side
+        return minimum_rows(self.folds)
+
+    def size_hint(self) -> str:
+        return (f" ({ROWS_PER_FOLD} per fold of its {self.folds}-fold held-out split, "
+                "prior.heldout.folds)")
+
+    def heldout_settings(self) -> HeldOutParams:
+        fields = HeldOutParams.model_fields
+        return HeldOutParams(**{k: v for k, v in self.get_params().items() if k in fields})
+
+    def _scores(self, U: np.ndarray, P: np.ndarray) -> HeldOutScores:
+        return heldout_scores(U, P, self.sample_shape_, self.heldout_settings(),
+                              self.random_state, self.progress)
