@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 # case: params overrides. F-MNIST reads Fashion-MNIST's IDX files (Debian's
@@ -63,12 +64,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--estimators", nargs="+", default=["km2", "auto"])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="params overrides for every run (values parsed as YAML)")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "prior")
     args = parser.parse_args()
     os.environ["PUCL_TRACKING"] = "off"  # estimates only: no MLflow runs
+    extra = {key: yaml.safe_load(value) for key, value in
+             (item.split("=", 1) for item in args.set)}
     runs = []
     for case in args.cases:
-        overrides = CASES[case]
+        overrides = {**CASES[case], **extra}
         for seed in args.seeds:
             for estimator in args.estimators:
                 runs.extend(run_case(case, overrides, seed, estimator))
