@@ -83,6 +83,32 @@ def test_prior_aware_loss_uses_the_prior_it_is_given(project, tracking_uri):
     assert runs[0].data.tags["loss_prior_source"] == "oracle"
 
 
+def test_a_degenerate_pseudo_labelling_is_reported_not_silent(project, tracking_uri):
+    """The paper's pu_kmeans keeps its split, but a split far from the prior is flagged in
+    the summary, on stderr, and in the run's metric and tag."""
+    import json
+
+    import yaml
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["prior"].update({"method": "given", "value": 0.9})  # the evens are half of U
+    params["pupl"]["method"] = "pu_kmeans"
+    params["pretrain"]["epochs"] = 1
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for name in ("build_split", "estimate_prior", "pretrain"):
+        stage(project, name)
+    result = stage(project, "pupl_label")
+    summary = json.loads((project / "data/pupl/summary.json").read_text())
+    assert summary["method"] == "pu_kmeans" and summary["fallback"] is None
+    assert "against a prior estimate of 0.900" in summary["degenerate"]
+    assert "WARNING: degenerate pseudo-labels (pu_kmeans)" in result.stderr
+    client = MlflowClient(tracking_uri)
+    run = client.search_runs([client.get_experiment_by_name("pucl").experiment_id],
+                             "tags.stage = 'pupl_label'")[0]
+    assert run.data.metrics["pupl_degenerate"] == 1
+    assert run.data.tags["pupl_degenerate"] == "true"
+
+
 def test_classifier_objectives_record_their_prior_and_differ(project, tracking_uri):
     """One pretrained encoder, four downstream objectives: each writes its summary and
     tags, the PU risks use the prior they are given, and the heads are not all equal."""
