@@ -28,6 +28,7 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 from tqdm.auto import tqdm
 
+from pucl.models.encoders import LeNet5, MLPEncoder
 from pucl.prior.base import PriorEstimator
 from pucl.registry import EntryParams
 
@@ -155,8 +156,6 @@ def _fit_logistic(U: np.ndarray, P: np.ndarray, settings: HeldOutParams):
 
 
 def _network(sample_shape: tuple[int, ...]) -> nn.Module:
-    from pucl.models.encoders import LeNet5, MLPEncoder
-
     if len(sample_shape) == 3 and min(sample_shape[1:]) >= 20:
         body = LeNet5(sample_shape)
     else:
