@@ -76,8 +76,9 @@ def main() -> None:
         overrides = {**CASES[case], **extra}
         for seed in args.seeds:
             for estimator in args.estimators:
-                runs.extend(run_case(case, overrides, seed, estimator))
-                last = runs[-1]
+                rows = run_case(case, overrides, seed, estimator)
+                runs.extend(rows)
+                last = rows[0]  # the estimator run (rows read from it follow)
                 print(f"{case} seed {seed} {estimator}: {last['estimate']:.3f} "
                       f"(true {last['prior_true']:.3f}) in {last['seconds']:.1f} s", flush=True)
     frame = pd.DataFrame(runs)

@@ -48,8 +48,8 @@ def test_a_pure_top_bin_recovers_the_mixture_proportion():
 
 def test_bbe_refuses_samples_too_small_to_hold_out():
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match=r"BBE needs at least 25 samples per side \(5 per fold "
-                                         r"of its 5-fold held-out split, prior.heldout.folds\), "
+    with pytest.raises(ValueError, match=r"BBE needs at least 10 samples per side \(5 per fold "
+                                         r"of its 2-fold held-out split, prior.heldout.folds\), "
                                          r"got 200 unlabeled and 6 positive"):
         BBE().fit(rng.normal(size=(200, 3)), rng.normal(size=(6, 3)))
 
@@ -63,7 +63,7 @@ def test_bbe_averages_each_folds_best_bin():
     estimator = BBE(random_state=0).fit(unlabeled, positive)
     scores = estimator._scores(unlabeled, positive)  # the same seed: the same scores
     folds = [naive_best_bin(scores.p[scores.fold_p == k], scores.u[scores.fold_u == k],
-                            0.01, 0.1)[0] for k in range(5)]
+                            0.01, 0.1)[0] for k in range(2)]
     assert estimator.details_["bbe_fold_estimates"] == pytest.approx(folds, abs=1e-6)
     assert estimator.prior_ == pytest.approx(np.mean(folds), abs=1e-6)
     assert estimator.details_["heldout_classifier"] == "logistic"  # feature rows

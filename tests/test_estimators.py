@@ -28,7 +28,7 @@ from pucl import (
 )
 
 # scikit-learn's checks fit on as few as 7 rows a side, below the held-out estimators'
-# minimum of 25 (the default prior, auto, refuses them; test_prior_heldout): KM2 here
+# minimum of 10 (the default prior, auto, refuses them; test_prior_heldout): KM2 here
 FAST = {"epochs": 1, "head_epochs": 5, "batch_size": 64, "prior": "km2"}
 
 # Checks that cannot pass, and why.

@@ -89,8 +89,8 @@ def test_heldout_scores_refuse_sides_too_small_for_the_folds():
 @pytest.mark.parametrize("name", ["dedpul", "auto"])
 def test_estimators_refuse_too_few_positives_naming_the_minimum(name):
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match=r"needs at least 25 samples per side \(5 per fold"):
-        PRIOR_ESTIMATORS.create(name).fit(rng.normal(size=(100, 2)), rng.normal(size=(24, 2)))
+    with pytest.raises(ValueError, match=r"needs at least 10 samples per side \(5 per fold"):
+        PRIOR_ESTIMATORS.create(name).fit(rng.normal(size=(100, 2)), rng.normal(size=(9, 2)))
 
 
 def test_auto_is_the_mean_of_bbe_and_dedpul_on_the_same_scores():

@@ -38,7 +38,7 @@ class HeldOutParams(EntryParams):
 
     classifier: Literal["auto", "network", "logistic"] = Field(
         "auto", description="auto: a small CNN for images of 20x20 or more, else logistic")
-    folds: int = Field(5, ge=2, le=10, description="cross-fitting folds per side")
+    folds: int = Field(2, ge=2, le=10, description="cross-fitting folds per side")
     validation: float = Field(0.2, gt=0.0, lt=0.5, description="share of each training "
                               "part that decides when the network stops")
     batch_size: int = Field(256, ge=8, description="network: rows of P and of U per step")
@@ -229,7 +229,7 @@ class HeldOutEstimator(PriorEstimator):
     """Base of the estimators that read held-out P-vs-U scores (bbe, dedpul, auto): their
     settings are HeldOutParams' fields; `_scores` computes the scores."""
 
-    def __init__(self, classifier: str = "auto", folds: int = 5, validation: float = 0.2,
+    def __init__(self, classifier: str = "auto", folds: int = 2, validation: float = 0.2,
                  batch_size: int = 256, max_steps: int = 1500, eval_every: int = 50,
                  patience: int = 4, lr: float = 1e-3, weight_decay: float = 1e-4,
                  shift: int = 2, pca_dim: int = 50, C: float = 1.0, gamma: float = 0.01,
