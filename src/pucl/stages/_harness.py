@@ -50,6 +50,9 @@ def parent_rollup(stage: str, metrics: dict) -> dict:
         return metrics
     if stage == "build_split":
         return {k: metrics[k] for k in ("gamma", "n_p", "n_u") if k in metrics}
+    if stage in ("pupl_label", "train_classifier"):  # a collapse shows in the run's row
+        return {k: metrics[k] for k in ("pupl_degenerate", "classifier_degenerate")
+                if k in metrics}
     if stage == "pretrain":
         return {"pretrain_seconds": metrics.get("train_seconds", float("nan")),
                 "pretrain_reused": metrics.get("reused", 0.0)}
