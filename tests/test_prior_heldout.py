@@ -125,3 +125,11 @@ def test_the_network_classifier_learns_images_within_its_step_budget():
     assert details["heldout_classifier"] == "network"
     assert all(0 < step <= 60 for step in details["heldout_steps"])
     assert estimator.prior_ == pytest.approx(0.3, abs=0.05)
+
+
+@pytest.mark.parametrize("name", ["auto", "bbe", "dedpul"])
+def test_estimator_defaults_are_the_params_defaults(name):
+    """scikit-learn needs the settings spelt out in __init__; they must not drift from
+    the params.yaml schema's defaults (prior.heldout)."""
+    defaults = PRIOR_ESTIMATORS.create(name).get_params()
+    assert {k: defaults[k] for k in HeldOutParams.model_fields} == HeldOutParams().model_dump()

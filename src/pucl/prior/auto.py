@@ -11,21 +11,18 @@ the same cross-fitted scores, so the second estimate costs well under a second.
 
 from __future__ import annotations
 
-import numpy as np
-
 from pucl.prior.base import PRIOR_ESTIMATORS
 from pucl.prior.bbe import bbe_from_scores
 from pucl.prior.dedpul import dedpul_from_scores
-from pucl.prior.heldout import HeldOutEstimator, HeldOutParams
+from pucl.prior.heldout import HeldOutEstimator, HeldOutParams, HeldOutScores
 
 
 @PRIOR_ESTIMATORS.register("auto", params=HeldOutParams, params_key="heldout")
 class AutoPrior(HeldOutEstimator):
     """The mean of BBE and DEDPUL on shared held-out P-vs-U scores (the default)."""
 
-    def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
-        scores = self._scores(U, P)
+    def _from_scores(self, scores: HeldOutScores) -> tuple[float, dict]:
         bbe, bbe_details = bbe_from_scores(scores, self.gamma, self.delta)
         dedpul, dedpul_details = dedpul_from_scores(scores, self.bandwidth_u, self.bandwidth_p)
-        return (bbe + dedpul) / 2, {**scores.describe(), **bbe_details, **dedpul_details,
-                                    "bbe": bbe, "dedpul": dedpul}
+        return (bbe + dedpul) / 2, {**bbe_details, **dedpul_details, "bbe": bbe,
+                                    "dedpul": dedpul}

@@ -58,7 +58,5 @@ def bbe_from_scores(scores: HeldOutScores, gamma: float, delta: float) -> tuple[
 class BBE(HeldOutEstimator):
     """BBE (Garg et al., NeurIPS 2021): the top bin of held-out P-vs-U scores."""
 
-    def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
-        scores = self._scores(U, P)
-        prior, details = bbe_from_scores(scores, self.gamma, self.delta)
-        return prior, {**scores.describe(), **details}
+    def _from_scores(self, scores: HeldOutScores) -> tuple[float, dict]:
+        return bbe_from_scores(scores, self.gamma, self.delta)

@@ -117,7 +117,5 @@ def dedpul_from_scores(scores: HeldOutScores, bandwidth_u: float, bandwidth_p: f
 class DEDPUL(HeldOutEstimator):
     """DEDPUL (Ivanov, ICMLA 2020): f_u / f_p of held-out P-vs-U scores, at its minimum."""
 
-    def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
-        scores = self._scores(U, P)
-        prior, details = dedpul_from_scores(scores, self.bandwidth_u, self.bandwidth_p)
-        return prior, {**scores.describe(), **details}
+    def _from_scores(self, scores: HeldOutScores) -> tuple[float, dict]:
+        return dedpul_from_scores(scores, self.bandwidth_u, self.bandwidth_p)

@@ -108,11 +108,15 @@ def _deal_u_with_p(U: np.ndarray, P: np.ndarray, fold_p: np.ndarray, folds: int,
     return fold_u
 
 
+def _lenet_sized(sample_shape: tuple[int, ...]) -> bool:
+    """Images (c, h, w) large enough for LeNet-5's two 5x5 convolutions."""
+    return len(sample_shape) == 3 and min(sample_shape[1:]) >= 20
+
+
 def classifier_kind(choice: str, sample_shape: tuple[int, ...]) -> str:
     if choice != "auto":
         return choice
-    images = len(sample_shape) == 3 and min(sample_shape[1:]) >= 20
-    return "network" if images else "logistic"
+    return "network" if _lenet_sized(sample_shape) else "logistic"
 
 
 def heldout_scores(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
@@ -156,7 +160,7 @@ def _fit_logistic(U: np.ndarray, P: np.ndarray, settings: HeldOutParams):
 
 
 def _network(sample_shape: tuple[int, ...]) -> nn.Module:
-    if len(sample_shape) == 3 and min(sample_shape[1:]) >= 20:
+    if _lenet_sized(sample_shape):
         body = LeNet5(sample_shape)
     else:
         body = MLPEncoder(sample_shape, hidden=128, out_dim=64)
@@ -181,13 +185,17 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
     fit_p, val_p = _split_off(len(P), settings.validation, rng)
     shape = (-1, *sample_shape)
 
-    def tensor(rows: np.ndarray) -> torch.Tensor:
+    def tensor(rows: np.ndarray | torch.Tensor) -> torch.Tensor:
+        if isinstance(rows, torch.Tensor):
+            return rows
         return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).reshape(shape)
 
-    def logits(model: nn.Module, rows: np.ndarray) -> torch.Tensor:
+    def logits(model: nn.Module, rows: np.ndarray | torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             return torch.cat([model(tensor(rows[i:i + 4096])).squeeze(1)
                               for i in range(0, len(rows), 4096)])
+
+    val_p, val_u = tensor(P[val_p]), tensor(U[val_u])  # converted once, checked often
 
     model = _network(sample_shape)
     optimiser = torch.optim.Adam(model.parameters(), lr=settings.lr,
@@ -213,7 +221,7 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
         optimiser.step()
         if step % settings.eval_every == 0 or step == settings.max_steps:
             model.eval()
-            val = float(_balanced_loss(logits(model, P[val_p]), logits(model, U[val_u])))
+            val = float(_balanced_loss(logits(model, val_p), logits(model, val_u)))
             if val < best[0]:
                 best, stale = (val, step, copy.deepcopy(model.state_dict())), 0
             else:
@@ -227,7 +235,8 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
 
 class HeldOutEstimator(PriorEstimator):
     """Base of the estimators that read held-out P-vs-U scores (bbe, dedpul, auto): their
-    settings are HeldOutParams' fields; `_scores` computes the scores."""
+    settings are HeldOutParams' fields (the same defaults: tests/test_prior_heldout.py);
+    subclasses implement `_from_scores(scores) -> (prior, details)`."""
 
     def __init__(self, classifier: str = "auto", folds: int = 2, validation: float = 0.2,
                  batch_size: int = 256, max_steps: int = 1500, eval_every: int = 50,
@@ -269,3 +278,11 @@ class HeldOutEstimator(PriorEstimator):
     def _scores(self, U: np.ndarray, P: np.ndarray) -> HeldOutScores:
         return heldout_scores(U, P, self.sample_shape_, self.heldout_settings(),
                               self.random_state, self.progress)
+
+    def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
+        scores = self._scores(U, P)
+        prior, details = self._from_scores(scores)
+        return prior, {**scores.describe(), **details}
+
+    def _from_scores(self, scores: HeldOutScores) -> tuple[float, dict]:
+        raise NotImplementedError
