@@ -28,6 +28,14 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
         if key != "prior_abs_error":
             assert 0.0 <= metrics[key] <= 1.0, key
     assert metrics["prior_abs_error"] == abs(metrics["prior_estimate"] - metrics["prior_true"])
+    # prior.reestimate none: the first estimate passes through to every later stage
+    import json
+
+    first, final = (json.loads((project / "data/prior" / f).read_text())
+                    for f in ("prior.json", "reestimate.json"))
+    assert (final["method"], final["source"]) == ("none", first["method"])
+    assert final["prior"] == first["prior"] == metrics["prior_estimate"]
+    assert "prior_first_estimate" not in metrics
     # unit-norm projections: class prototype and sample prototype are at most 2 apart
     assert 0.0 < metrics["prototype_bias"] < 2.0
     assert "feature_sparsity" not in metrics  # only with non-negative projections
@@ -95,7 +103,7 @@ def test_a_degenerate_pseudo_labelling_is_reported_not_silent(project, tracking_
     params["pupl"]["method"] = "pu_kmeans"
     params["pretrain"]["epochs"] = 1
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for name in ("build_split", "estimate_prior", "pretrain"):
+    for name in ("build_split", "estimate_prior", "pretrain", "reestimate_prior"):
         stage(project, name)
     result = stage(project, "pupl_label")
     summary = json.loads((project / "data/pupl/summary.json").read_text())
@@ -117,7 +125,7 @@ def test_classifier_objectives_record_their_prior_and_differ(project, tracking_u
     import torch
     import yaml
 
-    for name in ("build_split", "estimate_prior", "pretrain", "pupl_label"):
+    for name in ("build_split", "estimate_prior", "pretrain", "reestimate_prior", "pupl_label"):
         stage(project, name)
     report = json.loads((project / "data/prior/prior.json").read_text())
     params = yaml.safe_load((project / "params.yaml").read_text())

@@ -101,6 +101,11 @@ class PriorParams(_MethodSection):
     # (prior.value) or oracle (the true prior of U, benchmarks only)
     method: str = "auto"
     value: float | None = Field(None, gt=0.0, lt=1.0, description="the prior, for method=given")
+    # After pretraining: an estimator of PRIOR_ESTIMATORS run again on the encoder's
+    # features of U against the labelled positives it never saw as labelled
+    # (pretrain.holdout_positives); its estimate replaces the first one downstream.
+    # none: the first estimate is used throughout.
+    reestimate: str = "none"
 
     @model_validator(mode="after")
     def _given_needs_value(self) -> PriorParams:
@@ -146,6 +151,11 @@ class PretrainParams(_MethodSection):
     weight_decay: float = Field(1e-5, ge=0.0)
     proj_dim: int = Field(128, ge=2)
     proj_hidden: int = Field(256, ge=2)
+    # Share of the labelled positives that pretraining treats as unlabeled, so that the
+    # encoder's features of them are an unbiased sample of the positives (for
+    # prior.reestimate). 0: every labelled positive shapes the encoder.
+    holdout_positives: float = Field(0.0, ge=0.0, lt=1.0, description="share of labelled "
+                                     "positives pretraining does not see as labelled")
     augment: AugmentParams = AugmentParams()
 
 
@@ -231,6 +241,15 @@ class Params(_Section):
     classifier: ClassifierParams = ClassifierParams()
     evaluate: EvaluateParams = EvaluateParams()
     validation: ValidationParams = ValidationParams()
+
+    @model_validator(mode="after")
+    def _reestimate_needs_unseen_positives(self) -> Params:
+        if self.prior.reestimate != "none" and self.pretrain.holdout_positives == 0.0:
+            raise ValueError(f"prior.reestimate {self.prior.reestimate!r} needs "
+                             "pretrain.holdout_positives in (0, 1): features learned with "
+                             "every positive labelled set the positives apart from U, which "
+                             "biases an estimate on them (allowed with 0: none)")
+        return self
 
     @model_validator(mode="after")
     def _method_head_needs_a_method(self) -> Params:

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from pucl.tracking import Run
 
 MANIFEST_COLUMNS = ("index", "split", "pu", "in_u", "y")
+# The class prior reports under paths.prior: estimate_prior's, made before pretraining
+# (what PUNCE and DCL use), and reestimate_prior's, what every later stage uses.
+FIRST_PRIOR = "prior.json"
+FINAL_PRIOR = "reestimate.json"
 LABEL_COLUMNS = ("index", "pseudo_label")
 
 
@@ -78,18 +82,20 @@ class StageContext:
         """The suites' outcome as a DVC metrics file of the stage (empty when off)."""
         write_json(self.path(section, "validation.json"), self.validations)
 
-    def class_prior(self, choice: str | float) -> tuple[float, str]:
+    def class_prior(self, choice: str | float, final: bool = True) -> tuple[float, str]:
         """A prior setting ('estimate', 'oracle' or a number) as (value, source); the
-        source says where it came from and is logged as a tag (oracle is never hidden)."""
+        source says where it came from and is logged as a tag (oracle is never hidden).
+        `final`: the estimate after pretraining (reestimate_prior), else the first."""
         if isinstance(choice, float):
             return choice, "given"
-        report = self.read_json("prior", "prior.json")
+        report = self.read_json("prior", FINAL_PRIOR if final else FIRST_PRIOR)
         if choice == "oracle":
             if report.get("prior_true") is None:
                 raise ParamsError("prior 'oracle' needs the true labels of U, which this "
                                   "data does not have (allowed here: estimate or a number)")
             return float(report["prior_true"]), "oracle"
-        return float(report["prior"]), "oracle" if report.get("oracle") else report["method"]
+        return (float(report["prior"]),
+                "oracle" if report.get("oracle") else report.get("source", report["method"]))
 
     def settings(self, section: str, entry: Entry) -> Any:
         """A registry entry's own settings, from its sub-section of `section`."""

@@ -1,6 +1,6 @@
 """Stage estimate_prior: the class prior of U.
 
-`prior.method` names an estimator of PRIOR_ESTIMATORS (km2 by default, km1, ...), fitted
+`prior.method` names an estimator of PRIOR_ESTIMATORS (auto by default, bbe, km2, ...), fitted
 on U and the labelled positives (pixels scaled to [0, 1]) with its settings from the
 sub-section of `prior` it declares; or a source: `given` (prior.value) or `oracle` (the
 true prior of U; benchmarks only, labelled as such). The true prior is written for
@@ -17,7 +17,7 @@ from pucl.data.registry import unit_scale
 from pucl.errors import DataError, ParamsError
 from pucl.io import write_json
 from pucl.prior import PRIOR_ESTIMATORS
-from pucl.stages._context import StageContext
+from pucl.stages._context import FIRST_PRIOR, StageContext
 
 NAME = "estimate_prior"
 
@@ -59,8 +59,8 @@ def run(ctx: StageContext) -> dict:
     report["prior"] = float(used)
     report["abs_error"] = abs(float(used) - prior_true) if prior_true is not None else None
     report["seconds"] = time.perf_counter() - start
-    write_json(ctx.path("prior", "prior.json"), report)
-    ctx.run.log_artifact(ctx.path("prior", "prior.json"))
+    write_json(ctx.path("prior", FIRST_PRIOR), report)
+    ctx.run.log_artifact(ctx.path("prior", FIRST_PRIOR))
     ctx.run.set_tags({"prior_source": p.method})
     return {k: v for k, v in report.items()
             if isinstance(v, (int, float)) and not isinstance(v, bool)}

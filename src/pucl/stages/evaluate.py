@@ -40,7 +40,7 @@ from pucl.metrics import (  # noqa: E402
     roc_points,
 )
 from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
-from pucl.stages._context import LABEL_COLUMNS, StageContext
+from pucl.stages._context import FINAL_PRIOR, LABEL_COLUMNS, StageContext
 from pucl.validation import suites  # noqa: E402
 
 NAME = "evaluate"
@@ -111,7 +111,7 @@ def run(ctx: StageContext) -> dict:
                                 embed(classifier_model, x_test, "encoder", device))
     metrics = classification_metrics(y_test, score)
 
-    prior = ctx.read_json("prior", "prior.json")
+    prior = ctx.read_json("prior", FINAL_PRIOR)
     pseudo = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
     pupl = ctx.read_json("pupl", "summary.json")
     joined = train.merge(pseudo, on="index", how="left", validate="one_to_one")
@@ -122,6 +122,8 @@ def run(ctx: StageContext) -> dict:
     scored_u = in_u if known[in_u].all() else np.zeros_like(in_u)
     metrics.update({"prior_estimate": prior["prior"], "kmeans_potential": pupl["potential"],
                     "n_test": len(test)})
+    if prior["method"] != "none":  # re-estimated on the features: the first one beside it
+        metrics["prior_first_estimate"] = prior["prior_first"]
     if prior.get("prior_true") is not None:
         metrics.update({"prior_true": prior["prior_true"],
                         "prior_abs_error": abs(prior["prior"] - prior["prior_true"])})

@@ -23,6 +23,7 @@ from pucl.stages._context import data_path
 # registry entries). A section's sub-sections hold its registries' entries' settings.
 REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
     ("prior", "method", PRIOR_ESTIMATORS, ("given", "oracle")),
+    ("prior", "reestimate", PRIOR_ESTIMATORS, ("none",)),
     ("pretrain", "method", PRETRAINING_METHODS, ()),
     ("pretrain", "loss", CONTRASTIVE_LOSSES, ()),
     ("pupl", "method", PSEUDO_LABELLERS, ()),

@@ -32,6 +32,7 @@ import torch  # noqa: E402
 
 import pucl.data.augment as augment_module  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
+from pucl.data.split import pretrain_holdout  # noqa: E402
 from pucl.io import atomic_path, save_figure, write_table  # noqa: E402
 from pucl.losses import CONTRASTIVE_LOSSES, make_loss  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
@@ -59,6 +60,14 @@ def training_code_files() -> list[Path]:
     return files
 
 
+def pretrain_labels(train: pd.DataFrame, holdout: float, seed: int) -> np.ndarray:
+    """Which training rows pretraining sees as labelled positives: all of them but the
+    held-out share (prior.reestimate scores those on the learned features)."""
+    labeled = train["pu"].to_numpy() == 1
+    held_out = pretrain_holdout(train.loc[labeled, "index"].to_numpy(), holdout, seed)
+    return labeled & ~np.isin(train["index"].to_numpy(), held_out)
+
+
 def method(ctx: StageContext):
     """The configured pretraining method, built with its settings (pretrain.<method>)."""
     entry = PRETRAINING_METHODS.get(ctx.params.pretrain.method)
@@ -70,7 +79,7 @@ def loss_prior(ctx: StageContext, trainer) -> tuple[float | None, str | None]:
     came from (None when the method and loss need none, as NcPU)."""
     if not trainer.uses_prior(ctx.params.pretrain.loss):
         return None, None
-    return ctx.class_prior(ctx.params.pretrain.prior)
+    return ctx.class_prior(ctx.params.pretrain.prior, final=False)  # runs before reestimate_prior
 
 
 def loss_params(p, prior: float | None) -> dict:
@@ -190,7 +199,8 @@ def run(ctx: StageContext) -> dict:
     train = manifest[manifest["split"] == "train"].reset_index(drop=True)
     data = ctx.data()
     images = torch.from_numpy(data.x_train[train["index"].to_numpy()])
-    is_labeled = torch.from_numpy(train["pu"].to_numpy() == 1)
+    is_labeled = torch.from_numpy(pretrain_labels(train, p.holdout_positives,
+                                                  ctx.params.base.seed))
 
     torch.manual_seed(ctx.params.base.seed)  # weights initialise identically on every run
     model = build_model(ctx, data.image_shape)

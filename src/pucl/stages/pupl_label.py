@@ -46,7 +46,7 @@ def run(ctx: StageContext) -> dict:
     labeled = train["pu"].to_numpy() == 1
     in_u = train["in_u"].to_numpy()
     entry = PSEUDO_LABELLERS.get(p.method)
-    prior = float(ctx.read_json("prior", "prior.json")["prior"])
+    prior = ctx.class_prior("estimate")[0]
     labeller = entry.build(ctx.settings("pupl", entry), prior=prior,
                            random_state=ctx.params.base.seed)
     labeller.fit(z, labeled.astype(np.int64), in_u)
