@@ -1,4 +1,4 @@
-"""The pipeline flow: the six stages, in order, as Prefect tasks in a run directory.
+"""The pipeline flow: the stages, in order, as Prefect tasks in a run directory.
 
 `pucl run [--set key=value ...]` runs it on params.yaml plus the overrides. Its outputs go
 to `<paths.runs>/<run name>/`, never to the DVC outputs, so a flow and `dvc repro` can run

@@ -1,7 +1,9 @@
 """The sweep flow: a grid over params and seeds, one pipeline per point.
 
 Points fan out over the flow's task runner (`pucl sweep` picks it: a local process pool
-by default, threads, or a Dask cluster at `--address`). Every point runs the stage
+by default, threads, or a Dask cluster at `--address`). Points that train the same
+encoder (one seed's variants that differ downstream) run one after the other, so the
+later ones restore it from `paths.pretrain_cache` instead of training it twice at once. Every point runs the stage
 functions in its own directory `<paths.runs>/<sweep>/<point>/` (never `dvc repro`, which
 holds one lock per checkout) under one MLflow parent run of the sweep; at the end the
 comparison table and the accuracy-against-gamma figure are written and logged to it.
@@ -9,19 +11,22 @@ comparison table and the accuracy-against-gamma figure are written and logged to
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import yaml
-from prefect import flow, get_run_logger, task
+from prefect import allow_failure, flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
 from pucl import tracking
 from pucl.comparison import compare_runs, pipeline_runs
+from pucl.config import Params
 from pucl.errors import ParamsError, PuclError
 from pucl.flows._tasks import project_dir, retry_if_transient
+from pucl.pretraining import PRETRAINING_METHODS
 from pucl.stages.preflight import check_inputs
 from pucl.stages.runner import (
     read_raw_params,
@@ -47,6 +52,39 @@ def validate_points(spec: SweepSpec, root: Path, raw: dict | None = None) -> lis
         except PuclError as exc:
             raise ParamsError(f"sweep point {point.name}: {exc}") from None
     return points
+
+
+def shared_pretraining(params: Params) -> str | None:
+    """Points with equal keys train the same encoder, so the later ones can restore it
+    from paths.pretrain_cache; None when there is no cache to share it through."""
+    if params.paths.pretrain_cache is None:
+        return None
+    p = params.pretrain
+    key = {"seed": params.base.seed, "data": params.data.model_dump(),
+           "split": params.split.model_dump(), "pretrain": p.model_dump()}
+    entry = PRETRAINING_METHODS.get(p.method)
+    trainer = entry.build(entry.settings(p.sub_section(entry.params_key),
+                                         f"pretrain.{entry.params_key}"))
+    if p.prior == "estimate" and trainer.uses_prior(p.loss):  # trains on the first estimate
+        key["prior"] = {k: v for k, v in params.prior.model_dump().items()
+                        if k != "reestimate"}
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def submit_points(points: list[SweepPoint], root: Path, raw: dict, submit) -> list:
+    """Submit every point; a point whose pretraining an earlier point also trains waits
+    for that point (whatever its outcome), so two workers never train one encoder at the
+    same time and the later point restores it from the cache instead."""
+    first_of: dict[str, Any] = {}
+    futures = []
+    for point in points:
+        key = shared_pretraining(resolve_params(root, point.overrides, raw))
+        leader = first_of.get(key) if key is not None else None
+        future = submit(point, [allow_failure(leader)] if leader is not None else None)
+        if key is not None and leader is None:
+            first_of[key] = future
+        futures.append(future)
+    return futures
 
 
 @task(name="sweep-point", task_run_name="{point_name}", retries=1, retry_delay_seconds=5,
@@ -89,8 +127,9 @@ def sweep(spec: dict[str, Any], project: str | None = None,
                            **{f"sweep.set.{k}": v for k, v in sweep_spec.set.items()}})
         parent.log_text(yaml.safe_dump(spec, sort_keys=False), "sweep.yaml")
         logger.info(f"sweep {sweep_spec.name}: {len(points)} points -> {out_dir}")
-        futures = [run_point.submit(p.name, p.overrides, raw, str(root), sweep_spec.name,
-                                    parent.run_id, uri, p.variant) for p in points]
+        futures = submit_points(points, root, raw, lambda p, wait_for: run_point.submit(
+            p.name, p.overrides, raw, str(root), sweep_spec.name, parent.run_id, uri,
+            p.variant, wait_for=wait_for))
         wait(futures)
         results, failed = [], []
         for point, future in zip(points, futures, strict=True):

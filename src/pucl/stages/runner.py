@@ -1,4 +1,4 @@
-"""Run the six stages in-process in a directory of their own (no DVC).
+"""Run the stages in-process in a directory of their own (no DVC).
 
 This is the DVC-free path behind the Prefect flows, sweeps and `pucl ablate`: each run
 gets `<paths.runs>/<name>/` holding a snapshot of its params and the stage outputs, so
