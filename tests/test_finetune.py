@@ -11,6 +11,7 @@ import torch
 from pucl.classify.base import LinearHead
 from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.data.augment import AffineJitter, normalize, to_unit_float
+from pucl.errors import ParamsError
 from pucl.models import make_encoder
 from tests.conftest import make_project, tiny_params
 from tests.helpers import STAGES, read_metrics, stage
@@ -122,3 +123,69 @@ def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):
     assert 0.0 <= metrics["feature_sparsity"] <= 1.0
     assert 0.5 <= metrics["class_consistency"] <= 1.0  # two classes: at least one half
     assert metrics["prototype_bias"] > 0.0
+
+
+def test_encoder_part_is_lenets_conv_trunk_and_shares_its_weights():
+    from pucl.features import encoder_part
+    from pucl.models import make_encoder
+
+    lenet = make_encoder("lenet5", (1, 28, 28))
+    trunk = encoder_part(lenet, "trunk")
+    x = torch.randn(4, 1, 28, 28)
+    lenet.eval()
+    assert trunk(x).shape == (4, 16 * 4 * 4)
+    assert torch.equal(lenet.fc(trunk(x)), lenet(x))  # the encoder is its trunk, then fc
+    assert all(any(p is q for q in lenet.parameters()) for p in trunk.parameters())
+    mlp = make_encoder("mlp", (1, 28, 28))
+    assert encoder_part(mlp, "trunk") is mlp and encoder_part(lenet, "encoder") is lenet
+    with pytest.raises(ValueError, match="which must be 'encoder' or 'trunk', got 'fc'"):
+        encoder_part(lenet, "fc")
+
+
+def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, tracking_uri,
+                                                                  monkeypatch):
+    """classifier.features: trunk. The fine-tuned trunk and the head on its 256-d
+    features give evaluate's accuracy, recomputed here from the saved files; the FC
+    layers the head does not read stay as pretrained."""
+    import pandas as pd
+
+    from pucl.artifacts import load_classifier_model, load_head, load_model
+    from pucl.data import load_dataset
+
+    params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
+                                     "finetune_epochs": 1, "features": "trunk"})
+    project = make_project(tmp_path / "proj", params)
+    monkeypatch.setenv("PUCL_ROOT", str(project))
+    for name in STAGES:
+        stage(project, name)
+    head_path = project / "data/classifier/head.pt"
+    pretrained = load_model(project / "data/pretrain/model.pt")
+    tuned = load_classifier_model(head_path, pretrained)
+    head = load_head(head_path)
+    assert head.linear.in_features == 256
+    before, after = pretrained.encoder.state_dict(), tuned.encoder.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before if k.startswith("fc."))
+    assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith("features."))
+    summary = json.loads((project / "data/classifier/summary.json").read_text())
+    assert summary["features"] == "trunk"
+
+    manifest = pd.read_parquet(project / "data/split/manifest.parquet")
+    test = manifest[manifest["split"] == "test"]
+    data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
+    x = torch.from_numpy(data.x_test[test["index"].to_numpy()])
+    with torch.no_grad():
+        tuned.eval()
+        predicted = head(tuned.encoder.features(normalize(to_unit_float(x)))).argmax(1).numpy()
+    metrics = read_metrics(project)
+    assert metrics["accuracy"] == pytest.approx(float((predicted == test["y"].to_numpy()).mean()),
+                                                abs=1e-9)
+    assert 0.5 <= metrics["knn_accuracy_trunk"] <= 1.0
+
+
+def test_method_head_reads_the_encoder_only():
+    from pucl.config import parse_params
+
+    with pytest.raises(ParamsError, match="classifier.features must be 'encoder' with "
+                                          "objective 'method_head'"):
+        parse_params({"pretrain": {"method": "ncpu"},
+                      "classifier": {"objective": "method_head", "features": "trunk"}})

@@ -211,3 +211,33 @@ def test_pretraining_fingerprint_follows_the_training_inputs_content(project):
     assert fingerprint(ctx, manifest, None, images) == fingerprint(ctx, manifest, None,
                                                                    images.clone())
     assert fingerprint(ctx, manifest, None, images) != fingerprint(ctx, manifest, None, edited)
+
+
+def test_a_neutral_new_pretrain_param_keeps_cached_encoders_valid(project, monkeypatch):
+    """holdout_positives = 0 trains as before the param existed: the fingerprint is the
+    one computed without it, and any other value changes it."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    import torch
+
+    from pucl.config import load_params
+    from pucl.stages import pretrain
+
+    params = load_params(project / "params.yaml")
+    manifest = pd.DataFrame({"index": [0, 1], "split": "train", "pu": [1, 0],
+                             "in_u": [True, True], "y": [1, 0]})
+    images = torch.zeros(2, 1, 28, 28, dtype=torch.uint8)
+
+    def key(pretrain_section):
+        ctx = SimpleNamespace(params=params.model_copy(update={"pretrain": pretrain_section}))
+        return pretrain.fingerprint(ctx, manifest, None, images)
+
+    neutral = key(params.pretrain)
+    held_out = key(params.pretrain.model_copy(update={"holdout_positives": 0.2}))
+    assert neutral != held_out
+    # the key as it was computed before the param existed
+    dump = params.pretrain.model_dump()
+    del dump["holdout_positives"]
+    monkeypatch.setattr(type(params.pretrain), "model_dump", lambda self, **kw: dict(dump))
+    assert key(params.pretrain) == neutral

@@ -42,6 +42,12 @@ def load_model(path: Path) -> ContrastiveModel:
     return model.eval()
 
 
+def classifier_features(head_path: Path) -> str:
+    """Which features the classifier head reads (`classifier.features`; heads saved
+    before the option existed read the encoder's output)."""
+    return _load(head_path, "classifier", "train_classifier", "head").get("features", "encoder")
+
+
 def load_classifier_model(head_path: Path, pretrained: ContrastiveModel) -> ContrastiveModel:
     """The model whose encoder feeds the classifier: `pretrained` itself unless
     train_classifier fine-tuned the encoder, else a copy with the fine-tuned weights (so

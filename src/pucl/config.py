@@ -188,6 +188,9 @@ class ClassifierParams(_MethodSection):
     lr: float = Field(1e-2, gt=0.0)
     weight_decay: float = Field(1e-4, ge=0.0)
     batch_size: int = Field(256, ge=1)
+    # What the head reads: the encoder's output, or its convolutional trunk (LeNet-5's
+    # 256-d features before its fully connected layers; other encoders have none).
+    features: Literal["encoder", "trunk"] = "encoder"
     # Fine-tune the whole network after the head: 0 keeps the encoder frozen.
     finetune_epochs: int = Field(0, ge=0, description="epochs of end-to-end fine-tuning")
     finetune_lr: float = Field(5e-4, gt=0.0, description="fine-tuning learning rate")
@@ -261,6 +264,10 @@ class Params(_Section):
             if self.classifier.finetune_epochs:
                 raise ValueError("classifier.finetune_epochs must be 0 with objective "
                                  "'method_head' (the method already trained end to end)")
+            if self.classifier.features != "encoder":
+                raise ValueError("classifier.features must be 'encoder' with objective "
+                                 "'method_head' (the method's classifier reads the encoder's "
+                                 f"output), got {self.classifier.features!r}")
         return self
 
 

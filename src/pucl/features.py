@@ -10,6 +10,19 @@ from pucl.data.augment import normalize, to_unit_float
 from pucl.models import ContrastiveModel
 
 
+def encoder_part(encoder: torch.nn.Module, which: str) -> torch.nn.Module:
+    """The part of the encoder whose output a classifier reads. "encoder": all of it.
+    "trunk": its convolutional trunk when fully connected layers follow it (LeNet-5's
+    256-d convolution features, before the 120- and 84-unit layers that pretraining
+    shapes for the contrastive loss); the whole encoder when it has no such layers.
+    The part shares the encoder's parameters, so training it trains the encoder."""
+    if which not in ("encoder", "trunk"):
+        raise ValueError(f"which must be 'encoder' or 'trunk', got {which!r}")
+    if which == "trunk" and hasattr(encoder, "features") and hasattr(encoder, "fc"):
+        return encoder.features
+    return encoder
+
+
 @torch.no_grad()
 def embed(
     model: ContrastiveModel,
@@ -18,17 +31,18 @@ def embed(
     device: torch.device | None = None,
     batch_size: int = 1024,
 ) -> np.ndarray:
-    """uint8 [n, c, h, w] -> float32 [n, d]. Projector outputs are L2-normalised (the
+    """uint8 [n, c, h, w] -> float32 [n, d]: the encoder's output, its trunk's
+    (`encoder_part`) or the projector's. Projector outputs are L2-normalised (the
     geometry the contrastive loss shapes)."""
-    if which not in ("encoder", "projector"):
-        raise ValueError(f"which must be 'encoder' or 'projector', got {which!r}")
+    if which not in ("encoder", "trunk", "projector"):
+        raise ValueError(f"which must be 'encoder', 'trunk' or 'projector', got {which!r}")
     device = device or torch.device("cpu")
     model.eval().to(device)
     x_all = torch.as_tensor(images)
     out = []
     for start in range(0, len(x_all), batch_size):
         x = normalize(to_unit_float(x_all[start:start + batch_size])).to(device)
-        h = model.encoder(x)
+        h = encoder_part(model.encoder, "trunk" if which == "trunk" else "encoder")(x)
         if which == "projector":
             h = F.normalize(model.head(h), dim=1)
         out.append(h.cpu())

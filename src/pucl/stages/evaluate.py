@@ -19,7 +19,12 @@ import pandas as pd  # noqa: E402
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.manifold import TSNE  # noqa: E402
 
-from pucl.artifacts import load_classifier_model, load_head, load_model  # noqa: E402
+from pucl.artifacts import (  # noqa: E402
+    classifier_features,
+    load_classifier_model,
+    load_head,
+    load_model,
+)
 from pucl.classify.deployable import PUClassifier  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
 from pucl.data.registry import unit_scale  # noqa: E402
@@ -27,6 +32,7 @@ from pucl.errors import DataError  # noqa: E402
 from pucl.features import (  # noqa: E402
     augmented_projections,
     embed,
+    encoder_part,
     input_features,
     raw_projections,
 )
@@ -100,6 +106,7 @@ def run(ctx: StageContext) -> dict:
     model = load_model(ctx.path("pretrain", "model.pt"))
     head = load_head(ctx.path("classifier", "head.pt"))
     classifier_model = load_classifier_model(ctx.path("classifier", "head.pt"), model)
+    reads = classifier_features(ctx.path("classifier", "head.pt"))  # encoder | trunk
     x_test = data.x_test[test["index"].to_numpy()]
     # the kNN diagnostic and the embedding map describe the pretrained representation;
     # the test scores come from the classifier's own (maybe fine-tuned) encoder
@@ -107,8 +114,8 @@ def run(ctx: StageContext) -> dict:
     x_train = data.x_train[train["index"].to_numpy()]
     f_train = embed(model, x_train, "encoder", device)
     y_test = test["y"].to_numpy().astype(np.int64)
-    score = head.positive_score(f_test if classifier_model is model else
-                                embed(classifier_model, x_test, "encoder", device))
+    score = head.positive_score(f_test if classifier_model is model and reads == "encoder"
+                                else embed(classifier_model, x_test, reads, device))
     metrics = classification_metrics(y_test, score)
 
     prior = ctx.read_json("prior", FINAL_PRIOR)
@@ -133,6 +140,10 @@ def run(ctx: StageContext) -> dict:
     y_known = train["y"].to_numpy()[known]
     if len(np.unique(y_known)) == 2:
         metrics["knn_accuracy"] = knn_accuracy(f_train[known], y_known, f_test, y_test, p.knn_k)
+        if encoder_part(model.encoder, "trunk") is not model.encoder:  # LeNet-5's conv trunk
+            metrics["knn_accuracy_trunk"] = knn_accuracy(
+                embed(model, x_train[known], "trunk", device), y_known,
+                embed(model, x_test, "trunk", device), y_test, p.knn_k)
         if p.knn_inputs:
             metrics["knn_accuracy_inputs"] = knn_accuracy(
                 input_features(x_train[known]), y_known, input_features(x_test), y_test,
@@ -163,7 +174,7 @@ def run(ctx: StageContext) -> dict:
         ctx.run.log_artifact(ctx.path("evaluate", name))
     # The deployable classifier (encoder + head) as an MLflow model with its signature.
     example = unit_scale(data.x_test[test["index"].to_numpy()[:8]]).astype(np.float32)
-    ctx.run.log_pytorch_model(PUClassifier(classifier_model.encoder, head).eval(), "classifier",
-                              example)
+    ctx.run.log_pytorch_model(PUClassifier(encoder_part(classifier_model.encoder, reads),
+                                           head).eval(), "classifier", example)
     return metrics
 

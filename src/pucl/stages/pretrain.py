@@ -47,6 +47,9 @@ NAME = "pretrain"
 # epoch computes): these packages whole, and the augmentations.
 TRAINING_PACKAGES = ("pucl.pretraining", "pucl.losses", "pucl.models")
 TRAINING_MODULES = (augment_module,)
+# pretrain params added after encoders were cached, with the value that trains exactly
+# as before: left out of the fingerprint at that value, so those encoders stay valid.
+NEUTRAL_PRETRAIN_PARAMS = {"holdout_positives": 0.0}
 
 
 def training_code_files() -> list[Path]:
@@ -103,7 +106,9 @@ def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
     p = ctx.params
     code = hashlib.sha256(b"".join(f.read_bytes() for f in training_code_files()))
     content = hashlib.sha256(np.ascontiguousarray(images.numpy()).data).hexdigest()
-    key = {"pretrain": p.pretrain.model_dump(), "seed": p.base.seed, "data": p.data.model_dump(),
+    pretrain = {k: v for k, v in p.pretrain.model_dump().items()
+                if k not in NEUTRAL_PRETRAIN_PARAMS or NEUTRAL_PRETRAIN_PARAMS[k] != v}
+    key = {"pretrain": pretrain, "seed": p.base.seed, "data": p.data.model_dump(),
            "manifest": hashlib.sha256(
                pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
            ).hexdigest(), "inputs": content, "code": code.hexdigest(), "prior": prior}

@@ -1,4 +1,5 @@
-"""Stage train_classifier: a linear head on frozen encoder features (docs/classifiers.md).
+"""Stage train_classifier: a linear head on frozen encoder features (docs/classifiers.md):
+the encoder's output, or with `classifier.features: trunk` its convolutional trunk's.
 
 `classifier.objective` picks what it learns from: `pupl_ce` (default) cross-entropy on the
 PUPL pseudo-labels; `nnpu` / `upu` the PU risks on labelled positives vs U with the prior
@@ -6,7 +7,7 @@ of `classifier.prior`; `naive_ce` cross-entropy with U as negative. With
 `classifier.finetune_epochs` > 0 the encoder and the trained head then learn together on
 the same objective (pretraining's augmentations), and `head.pt` also holds the fine-tuned
 encoder. Outputs `head.pt`, `history.csv` (head epochs, then fine-tuning epochs) and
-`summary.json` (objective, prior used and its source, fine-tuning epochs, and `degenerate`:
+`summary.json` (objective, prior used and its source, fine-tuning epochs, features, and `degenerate`:
 why the head calls every training row one class, else null; also a warning and the
 metric `classifier_degenerate`)."""
 
@@ -25,7 +26,7 @@ from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_hea
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
 from pucl.data.augment import make_augment
 from pucl.errors import DataError
-from pucl.features import embed
+from pucl.features import embed, encoder_part
 from pucl.io import atomic_path, read_table, write_json, write_table
 from pucl.runtime import resolve_device, seeded_generator
 from pucl.stages._context import LABEL_COLUMNS, StageContext
@@ -41,7 +42,7 @@ def run(ctx: StageContext) -> dict:
     model = load_model(ctx.path("pretrain", "model.pt"))
     device = resolve_device(ctx.params.base.device)
     summary: dict = {"objective": p.objective, "prior": None, "prior_source": None,
-                     "finetune_epochs": p.finetune_epochs}
+                     "finetune_epochs": p.finetune_epochs, "features": p.features}
     entry = CLASSIFIER_OBJECTIVES.get(p.objective)
     objective = entry.build(ctx.settings("classifier", entry))
     if objective.source == "pu":
@@ -50,7 +51,7 @@ def run(ctx: StageContext) -> dict:
         positive = train.loc[train["pu"] == 1, "index"].to_numpy()
         unlabeled = train.loc[train["in_u"], "index"].to_numpy()
         rows = np.union1d(positive, unlabeled)
-        features = embed(model, data.x_train[rows], "encoder", device)
+        features = embed(model, data.x_train[rows], p.features, device)
         lookup = np.searchsorted(rows, positive), np.searchsorted(rows, unlabeled)
         prior, source = ctx.class_prior(p.prior)
         summary.update(prior=prior, prior_source=source)
@@ -77,13 +78,14 @@ def run(ctx: StageContext) -> dict:
         if len(set(labels.tolist())) < 2:
             raise DataError(f"{p.objective}: the training labels hold a single class; the "
                             f"classifier needs both (positive fraction {labels.mean():.3f})")
-        features = embed(model, data.x_train[rows], "encoder", device)
+        features = embed(model, data.x_train[rows], p.features, device)
         head, losses = train_linear_head(features, labels, settings, generator,
                                          progress=ctx.progress)
         tune = {"labels": torch.from_numpy(labels.astype(np.int64)), "kind": "ce"}
     encoder_state = None
     if p.finetune_epochs > 0:
-        tuned = finetune(model.encoder, head, torch.from_numpy(data.x_train[rows]),
+        tuned = finetune(encoder_part(model.encoder, p.features), head,
+                         torch.from_numpy(data.x_train[rows]),
                          FinetuneSettings(p.finetune_epochs, p.finetune_lr, p.weight_decay,
                                           p.batch_size),
                          make_augment(ctx.params.pretrain.augment, data.is_tabular), generator,
@@ -91,7 +93,7 @@ def run(ctx: StageContext) -> dict:
         losses = [*losses, *tuned]
         head.cpu()
         encoder_state = {k: v.cpu() for k, v in model.encoder.state_dict().items()}
-        features = embed(model, data.x_train[rows], "encoder", device)
+        features = embed(model, data.x_train[rows], p.features, device)
     predicted = head.positive_score(features) >= 0.5
     train_fit = float((predicted == labels).mean())
     share = float(predicted.mean())
@@ -102,7 +104,8 @@ def run(ctx: StageContext) -> dict:
         print(f"pucl train_classifier: WARNING: {summary['degenerate']} ({p.objective})",
               file=sys.stderr)
     with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
-        torch.save({"head": describe(head), "encoder_state": encoder_state}, tmp)
+        torch.save({"head": describe(head), "encoder_state": encoder_state,
+                    "features": p.features}, tmp)
     write_table(ctx.path("classifier", "history.csv"),
                 pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": losses,
                               "phase": ["head"] * (len(losses) - p.finetune_epochs)
