@@ -354,7 +354,7 @@ def test_points_sharing_an_encoder_train_it_once(env, executions):
     """Two variants of one seed differ only downstream of pretraining: with two workers
     they would both start training the same encoder at once. The second waits for the
     first and restores its encoder from the cache."""
-    from prefect.task_runners import ThreadPoolTaskRunner
+    from prefect.task_runners import ProcessPoolTaskRunner
 
     from pucl.flows.sweep import sweep
 
@@ -362,7 +362,7 @@ def test_points_sharing_an_encoder_train_it_once(env, executions):
             "set": {"pretrain.epochs": 1, "paths.pretrain_cache": "data/cache/shared"},
             "variants": {"ce": {}, "nnpu": {"classifier.objective": "nnpu"},
                          "sscl": {"pretrain.loss": "sscl"}}}
-    sweep.with_options(task_runner=ThreadPoolTaskRunner(max_workers=3))(
+    sweep.with_options(task_runner=ProcessPoolTaskRunner(max_workers=3))(  # pucl's default
         spec=spec, project=str(env["root"]))
     reused = {r.info.run_name: r.data.metrics["pretrain_reused"]
               for r in runs(env["client"], "tags.sweep = 'shared' and tags.kind = 'pipeline'")}

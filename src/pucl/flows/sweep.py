@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from prefect import allow_failure, flow, get_run_logger, task
+from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
@@ -71,19 +71,30 @@ def shared_pretraining(params: Params) -> str | None:
     return json.dumps(key, sort_keys=True, default=str)
 
 
-def submit_points(points: list[SweepPoint], root: Path, raw: dict, submit) -> list:
-    """Submit every point; a point whose pretraining an earlier point also trains waits
-    for that point (whatever its outcome), so two workers never train one encoder at the
-    same time and the later point restores it from the cache instead."""
-    first_of: dict[str, Any] = {}
-    futures = []
-    for point in points:
-        key = shared_pretraining(resolve_params(root, point.overrides, raw))
-        leader = first_of.get(key) if key is not None else None
-        future = submit(point, [allow_failure(leader)] if leader is not None else None)
-        if key is not None and leader is None:
-            first_of[key] = future
-        futures.append(future)
+def submit_points(points: list[SweepPoint], root: Path, raw: dict, submit,
+                  poll_seconds: float = 2.0) -> list:
+    """Submit every point; a point whose encoder an earlier point also trains is
+    submitted once that point has finished (whatever its outcome), so two workers never
+    train one encoder at the same time and the later point restores it from the cache.
+    (Prefect's own wait_for cannot express "whatever its outcome" on a process pool.)"""
+    keys = [shared_pretraining(resolve_params(root, p.overrides, raw)) for p in points]
+    first: dict[str, int] = {}
+    futures: list[Any] = [None] * len(points)
+    waiting: list[tuple[int, int]] = []  # (point, the earlier point it waits for)
+    for i, key in enumerate(keys):
+        if key is not None and key in first:
+            waiting.append((i, first[key]))
+            continue
+        if key is not None:
+            first[key] = i
+        futures[i] = submit(points[i])
+    while waiting:
+        ready = [(i, j) for i, j in waiting if futures[j].state.is_final()]
+        for i, j in ready:
+            futures[i] = submit(points[i])
+            waiting.remove((i, j))
+        if waiting and not ready:
+            futures[waiting[0][1]].wait(timeout=poll_seconds)
     return futures
 
 
@@ -127,9 +138,9 @@ def sweep(spec: dict[str, Any], project: str | None = None,
                            **{f"sweep.set.{k}": v for k, v in sweep_spec.set.items()}})
         parent.log_text(yaml.safe_dump(spec, sort_keys=False), "sweep.yaml")
         logger.info(f"sweep {sweep_spec.name}: {len(points)} points -> {out_dir}")
-        futures = submit_points(points, root, raw, lambda p, wait_for: run_point.submit(
+        futures = submit_points(points, root, raw, lambda p: run_point.submit(
             p.name, p.overrides, raw, str(root), sweep_spec.name, parent.run_id, uri,
-            p.variant, wait_for=wait_for))
+            p.variant))
         wait(futures)
         results, failed = [], []
         for point, future in zip(points, futures, strict=True):
