@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 KEY_METRICS = ("accuracy", "f1", "roc_auc", "prior_abs_error", "pseudo_label_accuracy",
-               "knn_accuracy", "knn_accuracy_inputs", "prototype_bias")
+               "knn_accuracy", "knn_accuracy_trunk", "knn_accuracy_inputs", "prototype_bias")
 DERIVED = ("prior_source", "minutes_per_seed")  # runs_frame's columns read from params / times
 # Params that change how a run executes, not what it computes.
 EXECUTION_PARAMS = ("base.device", "base.threads", "tracking.uri", "tracking.experiment")
