@@ -96,13 +96,13 @@ def test_sigkill_mid_epoch_then_rerun_reaches_the_uninterrupted_metrics(project)
 
     resumed = stage(project, "pretrain")
     assert f"resuming from {checkpoint} at epoch" in resumed.stderr
-    for name in ("pupl_label", "train_classifier", "evaluate"):
+    for name in ("reestimate_prior", "pupl_label", "train_classifier", "evaluate"):
         stage(project, name)
     interrupted_metrics = (project / "data/evaluate/metrics.json").read_bytes()
     history = (project / "data/pretrain/history.csv").read_bytes()
 
     checkpoint.unlink()
-    for name in ("pretrain", "pupl_label", "train_classifier", "evaluate"):
+    for name in ("pretrain", "reestimate_prior", "pupl_label", "train_classifier", "evaluate"):
         stage(project, name)
     assert (project / "data/evaluate/metrics.json").read_bytes() == interrupted_metrics
     losses = [line.split(",")[1] for line in history.decode().splitlines()]
