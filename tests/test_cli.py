@@ -128,11 +128,12 @@ def test_every_preset_is_a_valid_sweep_of_valid_params():
     assert presets
     for path in presets:
         spec = load_sweep(path)
-        # the figure-only protocols (CIFAR-0 and its hard / medium / easy) and the method
-        # comparison on the embedded data have no paper number
+        # the figure-only protocols (CIFAR-0 and its hard / medium / easy) and the
+        # comparisons of our own options on the embedded data have no paper number
         assert bool(spec.reference) != path.stem.startswith(("cifar-0", "cifar-hard",
                                                               "cifar-medium", "cifar-easy",
-                                                              "methods-"))
+                                                              "methods-", "reestimate-",
+                                                              "trunk-"))
         assert set(spec.reference) <= set(spec.variants)
         for point in expand(spec):
             params = resolve_params(ROOT, point.overrides)

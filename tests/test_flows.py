@@ -350,13 +350,18 @@ def test_only_transient_errors_are_retried():
     assert retry_if_transient(None, None, failed(ValueError("bug"))) is False
 
 
-def test_points_sharing_an_encoder_train_it_once(env, executions):
+def test_points_sharing_an_encoder_train_it_once(env, executions, monkeypatch):
     """Two variants of one seed differ only downstream of pretraining: with two workers
     they would both start training the same encoder at once. The second waits for the
     first and restores its encoder from the cache."""
     from prefect.task_runners import ProcessPoolTaskRunner
 
+    from pucl import tracking
     from pucl.flows.sweep import sweep
+
+    # an earlier test's unreachable server turns tracking off for the rest of the process
+    monkeypatch.setenv(tracking.TRACKING_ENV, "on")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", env["uri"])
 
     spec = {"name": "shared", "seeds": [0],
             "set": {"pretrain.epochs": 1, "paths.pretrain_cache": "data/cache/shared"},
