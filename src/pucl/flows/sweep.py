@@ -27,6 +27,7 @@ from pucl.config import Params
 from pucl.errors import ParamsError, PuclError
 from pucl.flows._tasks import project_dir, retry_if_transient
 from pucl.pretraining import PRETRAINING_METHODS
+from pucl.stages._context import entry_settings
 from pucl.stages.preflight import check_inputs
 from pucl.stages.runner import (
     read_raw_params,
@@ -63,8 +64,7 @@ def shared_pretraining(params: Params) -> str | None:
     key = {"seed": params.base.seed, "data": params.data.model_dump(),
            "split": params.split.model_dump(), "pretrain": p.model_dump()}
     entry = PRETRAINING_METHODS.get(p.method)
-    trainer = entry.build(entry.settings(p.sub_section(entry.params_key),
-                                         f"pretrain.{entry.params_key}"))
+    trainer = entry.build(entry_settings(params, "pretrain", entry))
     if p.prior == "estimate" and trainer.uses_prior(p.loss):  # trains on the first estimate
         key["prior"] = {k: v for k, v in params.prior.model_dump().items()
                         if k != "reestimate"}

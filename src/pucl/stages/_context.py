@@ -29,6 +29,12 @@ FINAL_PRIOR = "reestimate.json"
 LABEL_COLUMNS = ("index", "pseudo_label")
 
 
+def entry_settings(params: Params, section: str, entry: Entry) -> Any:
+    """A registry entry's own settings, from its sub-section of `section`."""
+    return entry.settings(getattr(params, section).sub_section(entry.params_key),
+                          f"{section}.{entry.params_key}")
+
+
 def data_path(params: Params, root: Path) -> str | None:
     """What the dataset reads: the tracked dataset's directory (`paths.dataset`), or
     data.path (bring-your-own file or folder), resolved against the project root."""
@@ -99,8 +105,7 @@ class StageContext:
 
     def settings(self, section: str, entry: Entry) -> Any:
         """A registry entry's own settings, from its sub-section of `section`."""
-        return entry.settings(getattr(self.params, section).sub_section(entry.params_key),
-                              f"{section}.{entry.params_key}")
+        return entry_settings(self.params, section, entry)
 
     def read_json(self, section: str, filename: str) -> dict:
         return read_json(self.path(section, filename))
