@@ -10,7 +10,7 @@ and on LeNet-5's convolutional trunk, beside the raw pixels' probe.
 Each call appends one row to reports/encoder/probe.csv (its settings, both probes,
 pretraining minutes). The labelled positives are 1,000 drawn uniformly from the task's
 training positives with numpy's generator seeded by --seed. `--width C1 C2` widens
-LeNet-5's two convolutions (a benchmark-only encoder; pucl's lenet5 is 6 and 16).
+LeNet-5's two convolutions (lenet5 has 6 and 16; 16 32 is the encoder lenet5_wide).
 Needs Fashion-MNIST's IDX files (Debian's dataset-fashion-mnist, or --data-root).
 """
 
@@ -23,36 +23,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 
 from pucl.data import get_task, load_dataset
 from pucl.data.augment import AffineJitter
 from pucl.features import embed, input_features
 from pucl.losses import make_loss
 from pucl.metrics import knn_accuracy
-from pucl.models import ENCODERS, ContrastiveModel
+from pucl.models import ContrastiveModel, ProjectionHead
+from pucl.models.encoders import LeNet5
 from pucl.pretraining.contrastive import PretrainSettings, train_contrastive
 
 OUT = Path(__file__).resolve().parents[1] / "reports" / "encoder" / "probe.csv"
-
-
-class WideLeNet(nn.Module):
-    """LeNet-5 with c1 and c2 channels in its two convolutions (same FC layers)."""
-
-    def __init__(self, in_shape, c1: int, c2: int):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(in_shape[0], c1, 5), nn.BatchNorm2d(c1), nn.ReLU(inplace=True),
-            nn.MaxPool2d(2),
-            nn.Conv2d(c1, c2, 5), nn.BatchNorm2d(c2), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-            nn.Flatten())
-        flat = c2 * (((in_shape[1] - 4) // 2 - 4) // 2) ** 2
-        self.fc = nn.Sequential(nn.Linear(flat, 120), nn.BatchNorm1d(120), nn.ReLU(inplace=True),
-                                nn.Linear(120, 84), nn.BatchNorm1d(84), nn.ReLU(inplace=True))
-        self.out_dim = 84
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.features(x))
 
 
 def main() -> None:
@@ -88,11 +69,12 @@ def main() -> None:
         rng = np.random.default_rng(a.seed)
         labeled = np.zeros(len(y_train), dtype=bool)
         labeled[rng.choice(np.flatnonzero(y_train == 1), 1000, replace=False)] = True
-        if a.width:
-            ENCODERS["wide_lenet"] = lambda shape: WideLeNet(shape, *a.width)
         torch.manual_seed(a.seed)
-        model = ContrastiveModel("wide_lenet" if a.width else "lenet5",
-                                 tuple(data.image_shape), 256, 128)
+        model = ContrastiveModel("lenet5", tuple(data.image_shape), 256, 128)
+        if a.width:  # same initialisation order as a registered encoder's
+            torch.manual_seed(a.seed)
+            model.encoder = LeNet5(tuple(data.image_shape), channels=tuple(a.width))
+            model.head = ProjectionHead(model.encoder.out_dim, 256, 128)
         augment = AffineJitter(a.degrees, a.translate, a.scale[0], a.scale[1], a.jitter,
                                a.jitter, a.hflip)
         start = time.perf_counter()

@@ -11,7 +11,8 @@ from pucl.models import ContrastiveModel, make_encoder
 
 
 @pytest.mark.parametrize("name, shape, feature_dim", [
-    ("lenet5", (1, 28, 28), 84), ("lenet5", (3, 32, 32), 84), ("cnn7", (3, 32, 32), 192),
+    ("lenet5", (1, 28, 28), 84), ("lenet5", (3, 32, 32), 84), ("lenet5_wide", (1, 28, 28), 84),
+    ("cnn7", (3, 32, 32), 192),
     ("cnn7", (3, 96, 96), 192), ("resnet18", (3, 32, 32), 512), ("resnet18", (1, 28, 28), 512),
     ("mlp", (1, 28, 28), 256), ("mlp", (20,), 256)])
 def test_encoders_fit_their_inputs(name, shape, feature_dim):
@@ -36,8 +37,22 @@ def test_cnn7_has_seven_convolutions_and_resnet18_keeps_cifar_resolution():
 def test_lenet_refuses_tiny_images():
     with pytest.raises(ParamsError, match="at least 20x20"):
         make_encoder("lenet5", (1, 8, 8))
-    with pytest.raises(ParamsError, match="allowed: cnn7, lenet5, mlp, resnet18"):
+    with pytest.raises(ParamsError, match="lenet5_wide needs images of at least 20x20"):
+        make_encoder("lenet5_wide", (1, 8, 8))
+    with pytest.raises(ParamsError,
+                       match="unknown encoder 'vgg'.*allowed: cnn7, lenet5, lenet5_wide, mlp"):
         make_encoder("vgg", (1, 28, 28))
+
+
+def test_lenet5_wide_is_lenet5_with_16_and_32_channels():
+    def channels(encoder):
+        return [m.out_channels for m in encoder.modules() if isinstance(m, torch.nn.Conv2d)]
+
+    narrow, wide = make_encoder("lenet5", (1, 28, 28)), make_encoder("lenet5_wide", (1, 28, 28))
+    assert channels(narrow) == [6, 16] and channels(wide) == [16, 32]
+    # the trunk (what classifier.features: trunk reads) is 32 maps of 4x4 on 28x28 inputs
+    assert wide.features(torch.randn(2, 1, 28, 28)).shape == (2, 32 * 4 * 4)
+    assert [type(m) for m in wide.modules()] == [type(m) for m in narrow.modules()]
 
 
 def test_augmentation_is_seeded_in_range_and_random_per_image():

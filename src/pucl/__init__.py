@@ -36,8 +36,9 @@ _EXPORTS = {
     "CONTRASTIVE_LOSSES": "pucl.losses.contrastive",
     "PRETRAINING_METHODS": "pucl.pretraining.base",
     "CLASSIFIER_OBJECTIVES": "pucl.classify.objectives",
+    "ENCODERS": "pucl.models.encoders",
 }
-_REGISTRIES = ("PRIOR_ESTIMATORS", "PRETRAINING_METHODS", "CONTRASTIVE_LOSSES",
+_REGISTRIES = ("PRIOR_ESTIMATORS", "PRETRAINING_METHODS", "ENCODERS", "CONTRASTIVE_LOSSES",
                "PSEUDO_LABELLERS", "CLASSIFIER_OBJECTIVES")
 __all__ = [*_EXPORTS, "list_methods"]
 

@@ -134,7 +134,8 @@ class PretrainParams(_MethodSection):
     # no prior needed; settings in pretrain.ncpu); ssc (paper 003: prototype self-training,
     # its prototypes are the classifier; settings in pretrain.ssc)
     method: str = "contrastive"
-    encoder: Literal["lenet5", "cnn7", "resnet18", "mlp"] = "lenet5"
+    # an encoder of pucl.models.ENCODERS (`pucl methods` lists them)
+    encoder: str = "lenet5"
     # a loss of pucl.losses.CONTRASTIVE_LOSSES (sscl, scl_pu, mcl, pucl, punce, dcl, ...)
     loss: str = "pucl"
     temperature: float = Field(0.5, gt=0.0)

@@ -11,6 +11,7 @@ import numpy as np
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
 from pucl.config import Params
 from pucl.losses import CONTRASTIVE_LOSSES
+from pucl.models import ENCODERS
 from pucl.pretraining import PRETRAINING_METHODS
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.pupl import PSEUDO_LABELLERS
@@ -25,6 +26,7 @@ REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
     ("prior", "method", PRIOR_ESTIMATORS, ("given", "oracle")),
     ("prior", "reestimate", PRIOR_ESTIMATORS, ("none",)),
     ("pretrain", "method", PRETRAINING_METHODS, ()),
+    ("pretrain", "encoder", ENCODERS, ()),
     ("pretrain", "loss", CONTRASTIVE_LOSSES, ()),
     ("pupl", "method", PSEUDO_LABELLERS, ()),
     ("classifier", "objective", CLASSIFIER_OBJECTIVES, ()),
