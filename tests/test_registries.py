@@ -15,13 +15,14 @@ import pucl
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES, Objective
 from pucl.errors import ParamsError
 from pucl.losses import CONTRASTIVE_LOSSES
+from pucl.models import ENCODERS
 from pucl.pretraining import PRETRAINING_METHODS, PretrainJob
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.pupl import PSEUDO_LABELLERS
 from pucl.registry import EntryParams, Registry
 
-REGISTRIES = (PRIOR_ESTIMATORS, PRETRAINING_METHODS, CONTRASTIVE_LOSSES, PSEUDO_LABELLERS,
-              CLASSIFIER_OBJECTIVES)
+REGISTRIES = (PRIOR_ESTIMATORS, PRETRAINING_METHODS, ENCODERS, CONTRASTIVE_LOSSES,
+              PSEUDO_LABELLERS, CLASSIFIER_OBJECTIVES)
 
 
 def gaussian_mixture(prior: float, n_u: int = 600, n_p: int = 300, seed: int = 0):
@@ -217,6 +218,22 @@ def test_every_pretraining_method_trains_one_epoch_in_place(name):
     assert any(not torch.equal(a, b) for a, b in zip(before, model.encoder.parameters(),
                                                      strict=True))
     assert (result.classifier is None) == (name == "contrastive")
+
+
+@pytest.mark.parametrize("name", ENCODERS.names())
+def test_every_encoder_maps_a_batch_to_out_dim_features_that_depend_on_each_image(name):
+    shape = (1, 28, 28) if name.startswith("lenet5") or name == "mlp" else (3, 32, 32)
+    torch.manual_seed(0)
+    encoder = ENCODERS.create(name, in_shape=shape).eval()
+    x = torch.rand(3, *shape)
+    with torch.no_grad():
+        h = encoder(x)
+        changed = encoder(torch.cat([x[:1], 1.0 - x[1:2], x[2:]]))
+    assert h.shape == (3, encoder.out_dim) and torch.isfinite(h).all()
+    # eval mode: each row is a function of its own image only
+    assert torch.allclose(changed[0], h[0], atol=1e-5)
+    assert torch.allclose(changed[2], h[2], atol=1e-5)
+    assert not torch.allclose(changed[1], h[1], atol=1e-3)
 
 
 def test_pucl_methods_lists_every_registered_name_with_its_settings_section():
