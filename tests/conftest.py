@@ -106,3 +106,31 @@ SLOWEST_FIRST = ("test_flows.py", "test_dvc_pipeline.py", "test_production.py",
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: rest in order
+
+
+# -- a Prefect server and a tracked project per module, for the flow tests ----------------
+
+@pytest.fixture(scope="module")
+def harness():
+    """A temporary Prefect server (its own sqlite database) for this module's flows."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="module")
+def flows_env(tmp_path_factory):
+    """A project copy and an MLflow store shared by the tests of one module."""
+    from mlflow.tracking import MlflowClient
+
+    base = tmp_path_factory.mktemp("flows")
+    uri = f"sqlite:///{base / 'mlflow.db'}"
+    with pytest.MonkeyPatch.context() as mp:
+        root = make_project(base / "proj")
+        mp.setenv("PUCL_ROOT", str(root))
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        mp.setenv("PATH", python_path())
+        mp.setenv("PUCL_TRACKING", "on")  # restored afterwards whatever a test sets
+        mp.chdir(root)
+        yield {"root": root, "uri": uri, "client": MlflowClient(uri)}

@@ -89,3 +89,23 @@ def data_files(project: Path) -> set[str]:
 
 def read_metrics(project: Path) -> dict:
     return json.loads((project / "data/evaluate/metrics.json").read_text())
+
+
+# -- reading MLflow back with a plain client (not through pucl.tracking) -------------------
+
+def runs(client, query: str) -> list:
+    """Runs of the experiment 'pucl' matching an MLflow search query, oldest first."""
+    exp = client.get_experiment_by_name("pucl")
+    return client.search_runs([exp.experiment_id], query, max_results=1000,
+                              order_by=["attributes.start_time ASC"])
+
+
+def children(client, run_id: str) -> list:
+    return runs(client, f"tags.mlflow.parentRunId = '{run_id}'")
+
+
+def artifact_paths(client, run_id: str, path: str | None = None) -> set[str]:
+    out = set()
+    for item in client.list_artifacts(run_id, path):
+        out |= artifact_paths(client, run_id, item.path) if item.is_dir else {item.path}
+    return out

@@ -1,0 +1,132 @@
+"""The sweep flow (`pucl sweep`, `pucl bench`) on tiny params: local process pools, an
+existing Dask cluster, and points that share one pretraining. Against a temporary Prefect
+server and sqlite MLflow store (tests/conftest.py), read back with a plain MlflowClient."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.helpers import STAGES, artifact_paths, children, run, runs
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
+    from prefect.task_runners import ProcessPoolTaskRunner
+
+    from pucl.flows.sweep import sweep
+
+    spec = {"name": "tiny", "seeds": [0, 1], "grid": {"split.n_p": [100, 200]},
+            "set": {"pretrain.epochs": 1}}
+    result = sweep.with_options(task_runner=ProcessPoolTaskRunner(max_workers=1))(
+        spec=spec, project=str(flows_env["root"]))
+    client = flows_env["client"]
+    sweep_run = client.get_run(result["mlflow_run_id"])
+    assert sweep_run.data.tags["kind"] == "sweep" and sweep_run.info.status == "FINISHED"
+    points = children(client, result["mlflow_run_id"])
+    assert sorted(r.info.run_name for r in points) == sorted(
+        ["n_p=100,s0", "n_p=100,s1", "n_p=200,s0", "n_p=200,s1"])
+    for r in points:
+        assert r.data.tags["kind"] == "pipeline"
+        assert len(children(client, r.info.run_id)) == len(STAGES)
+        n_p = int(r.data.params["split.n_p"])
+        assert r.data.metrics["n_p"] == n_p
+        assert (flows_env["root"] / "data/runs/tiny" / r.info.run_name / "data/evaluate"
+                / "metrics.json").exists()
+    assert {"comparison/comparison.csv", "comparison/accuracy_vs_gamma.png"} <= artifact_paths(
+        client, result["mlflow_run_id"])
+
+    # `pucl compare` reads the sweep back from MLflow: one row per point.
+    shown = run([sys.executable, "-m", "pucl.cli", "compare", "--sweep", "tiny"], flows_env["root"])
+    table = pd.read_csv(flows_env["root"] / "data/runs/tiny/comparison.csv")
+    assert len(table) == 4
+    assert {"split.n_p", "base.seed", "gamma", "accuracy"} <= set(table.columns)
+    for name in table["run"]:
+        assert name in shown.stdout
+    grouped = run([sys.executable, "-m", "pucl.cli", "compare", "--sweep", "tiny", "--by",
+                   "split.n_p", "--out", "grouped"], flows_env["root"])
+    by_n_p = pd.read_csv(flows_env["root"] / "grouped/comparison.csv")
+    assert list(by_n_p["n"]) == [2, 2] and "accuracy_std" in by_n_p
+    for n_p, part in table.groupby("split.n_p"):
+        assert by_n_p.set_index("split.n_p").loc[n_p, "accuracy"] == pytest.approx(
+            part["accuracy"].mean())
+    assert "grouped" in grouped.stdout
+
+
+def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, harness):
+    """`pucl bench FILE`: variants x seeds through the sweep flow (its own Prefect server,
+    as a user gets it), grouped by variant, the reference beside each."""
+    preset = flows_env["root"] / "tiny-preset.yaml"
+    preset.write_text(yaml.safe_dump({
+        "name": "tiny-bench", "seeds": [0, 1], "set": {"pretrain.epochs": 1},
+        "variants": {"pucl_pupl": {"pretrain.loss": "pucl"},
+                     "pucl_nnpu": {"pretrain.loss": "pucl", "classifier.objective": "nnpu",
+                                   "classifier.prior": "oracle"}},
+        "reference": {"pucl_pupl": 91.8}}))
+    env_vars = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    result = subprocess.run([sys.executable, "-m", "pucl.cli", "bench", str(preset),
+                             "--seeds", "0", "--variants", "pucl_pupl,pucl_nnpu"],
+                            cwd=flows_env["root"], capture_output=True, text=True, env=env_vars)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = pd.read_csv(flows_env["root"] / "data/runs/tiny-bench/comparison.csv")
+    assert sorted(table["variant"]) == ["pucl_nnpu", "pucl_pupl"]
+    assert list(table["n"]) == [1, 1]  # --seeds 0 replaced the preset's two seeds
+    rows = {line.split("│")[1].strip(): line for line in result.stdout.splitlines()
+            if line.count("│") > 3 and "pucl_" in line}
+    accuracy = table.set_index("variant")["accuracy"]
+    assert f"{100 * accuracy['pucl_pupl']:.1f} +- 0.0" in rows["pucl_pupl"]
+    assert "91.8" in rows["pucl_pupl"] and "91.8" not in rows["pucl_nnpu"]
+    client = flows_env["client"]
+    tagged = runs(client, "tags.sweep = 'tiny-bench' and tags.kind = 'pipeline'")
+    assert sorted(r.data.tags["variant"] for r in tagged) == ["pucl_nnpu", "pucl_pupl"]
+    nnpu = next(r for r in tagged if r.data.tags["variant"] == "pucl_nnpu")
+    assert nnpu.data.params["classifier.objective"] == "nnpu"
+
+
+def test_sweep_on_an_existing_dask_cluster(flows_env, harness):
+    from distributed import LocalCluster
+    from prefect_dask import DaskTaskRunner
+
+    from pucl.flows.sweep import sweep
+
+    spec = {"name": "dask", "seeds": [0], "grid": {"pretrain.loss": ["sscl"]},
+            "set": {"pretrain.epochs": 1}}
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster:
+        result = sweep.with_options(task_runner=DaskTaskRunner(
+            address=cluster.scheduler_address))(spec=spec, project=str(flows_env["root"]))
+    assert len(result["points"]) == 1
+    assert result["points"][0]["metrics"]["accuracy"] > 0.5
+    assert len(children(flows_env["client"], result["mlflow_run_id"])) == 1
+
+
+def test_points_sharing_an_encoder_train_it_once(flows_env, harness, monkeypatch):
+    """Two variants of one seed differ only downstream of pretraining: with two workers
+    they would both start training the same encoder at once. The second waits for the
+    first and restores its encoder from the cache."""
+    from prefect.task_runners import ProcessPoolTaskRunner
+
+    from pucl import tracking
+    from pucl.flows.sweep import sweep
+
+    # in one process (PYTEST_WORKERS=0), test_flows' unreachable server has turned
+    # tracking off for the rest of it
+    monkeypatch.setenv(tracking.TRACKING_ENV, "on")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", flows_env["uri"])
+
+    spec = {"name": "shared", "seeds": [0],
+            "set": {"pretrain.epochs": 1, "paths.pretrain_cache": "data/cache/shared"},
+            "variants": {"ce": {}, "nnpu": {"classifier.objective": "nnpu"},
+                         "sscl": {"pretrain.loss": "sscl"}}}
+    sweep.with_options(task_runner=ProcessPoolTaskRunner(max_workers=3))(  # pucl's default
+        spec=spec, project=str(flows_env["root"]))
+    shared = runs(flows_env["client"], "tags.sweep = 'shared' and tags.kind = 'pipeline'")
+    reused = {r.info.run_name: r.data.metrics["pretrain_reused"] for r in shared}
+    assert reused == {"variant=ce,s0": 0.0, "variant=nnpu,s0": 1.0, "variant=sscl,s0": 0.0}
+    assert len(list((flows_env["root"] / "data/cache/shared").iterdir())) == 2
