@@ -19,7 +19,15 @@ retrying     = for pause in 30 90 270 none; do $(1) && break; \
                test $$pause != none || { echo "install failed 4 times; giving up" >&2; exit 1; }; \
                echo "install failed; retrying in $$pause s" >&2; sleep $$pause; done
 
+# A new environment takes about 6.6 GB (torch's build from the registry bundles CUDA
+# libraries): say so at once rather than after four failed attempts (a CI run did that).
+NEED_GB := 7
+free_gb  = $$(df -Pk . | awk 'NR == 2 {print int($$4 / 1048576)}')
+
 $(STAMP): pyproject.toml constraints.txt
+	@test -x $(VENV)/bin/python || test $(free_gb) -ge $(NEED_GB) || { echo "make: the \
+	install needs about $(NEED_GB) GB free on this disk, found $(free_gb) GB (df -h .)" >&2; \
+	exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(call retrying,$(UPGRADE_PIP))
 	$(call retrying,$(INSTALL_DEPS))
