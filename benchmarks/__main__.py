@@ -18,6 +18,8 @@ HERE = Path(__file__).resolve().parent
 SUITE = {  # name: (script, arguments of the reported run, arguments of a quick run)
     "loss_speed": ("loss_speed.py", [], ["--repeats", "3"]),
     "input_pipeline": ("input_pipeline.py", [], ["--epochs", "1"]),
+    "pretrain_throughput": ("pretrain_throughput.py", [],
+                            ["--steps", "2", "--rounds", "1", "--no-write"]),
     "km2_speed": ("km2_speed.py", [], ["--n", "400"]),
     "pupl_scale": ("pupl_scale.py", [], ["--sizes", "20000x64"]),
     "pipeline_timing": ("pipeline_timing.py", [],
