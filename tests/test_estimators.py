@@ -110,6 +110,8 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
 @pytest.mark.parametrize("bad, message", [
     ({"objective": "svm"}, "objective must be one of nnpu, upu, pupl_ce, got 'svm'"),
     ({"loss": "simclr"}, "loss must be one of .*pucl.*, got 'simclr'"),
+    ({"encoder": "vit"}, "encoder must be auto or one of cnn7, lenet5, lenet5_wide, mlp, "
+                         "resnet18, got 'vit'"),
     ({"prior": "km9"}, "prior must be a number in \\(0, 1\\) or one of auto, bbe, dedpul, km1, "
                        "km2, got 'km9'"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),

@@ -26,7 +26,7 @@ from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_hea
 from pucl.data.augment import make_augment
 from pucl.features import embed
 from pucl.losses import CONTRASTIVE_LOSSES, make_loss
-from pucl.models import ContrastiveModel
+from pucl.models import ENCODERS, ContrastiveModel
 from pucl.pretraining import PRETRAINING_METHODS, PretrainJob
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.pupl import PSEUDO_LABELLERS
@@ -51,8 +51,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     loss : str, default="pucl"
         The contrastive objective (`pucl.losses.CONTRASTIVE_LOSSES.names()`).
     encoder : str, default="auto"
-        lenet5, cnn7, resnet18 or mlp; auto picks mlp for 2-d X (tabular), lenet5 for
-        28 x 28 images and cnn7 for other images.
+        An encoder's name (`pucl.models.ENCODERS.names()`: lenet5, lenet5_wide, cnn7,
+        ...); auto picks mlp for 2-d X (tabular), lenet5 for 28 x 28 images and cnn7 for
+        other images.
     epochs : int, default=20
         Pretraining epochs; 0 keeps the randomly initialised encoder.
     objective : {"nnpu", "upu", "pupl_ce"}, default="nnpu"
@@ -111,6 +112,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         if self.loss not in CONTRASTIVE_LOSSES:
             raise ValueError(f"loss must be one of {', '.join(CONTRASTIVE_LOSSES)}, got "
                              f"{self.loss!r}")
+        if self.encoder != "auto" and self.encoder not in ENCODERS:
+            raise ValueError(f"encoder must be auto or one of {', '.join(ENCODERS)}, got "
+                             f"{self.encoder!r}")
         if isinstance(self.prior, str):
             if self.prior not in PRIOR_ESTIMATORS:
                 raise ValueError(f"prior must be a number in (0, 1) or one of "
