@@ -133,7 +133,7 @@ def test_every_preset_is_a_valid_sweep_of_valid_params():
         assert bool(spec.reference) != path.stem.startswith(("cifar-0", "cifar-hard",
                                                               "cifar-medium", "cifar-easy",
                                                               "methods-", "reestimate-",
-                                                              "trunk-"))
+                                                              "trunk-", "encoder-"))
         assert set(spec.reference) <= set(spec.variants)
         for point in expand(spec):
             params = resolve_params(ROOT, point.overrides)

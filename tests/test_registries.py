@@ -230,10 +230,12 @@ def test_every_encoder_maps_a_batch_to_out_dim_features_that_depend_on_each_imag
         h = encoder(x)
         changed = encoder(torch.cat([x[:1], 1.0 - x[1:2], x[2:]]))
     assert h.shape == (3, encoder.out_dim) and torch.isfinite(h).all()
+    def moved(row: int) -> float:  # relative: untrained encoders give tiny features
+        return float((changed[row] - h[row]).norm() / h[row].norm())
+
     # eval mode: each row is a function of its own image only
-    assert torch.allclose(changed[0], h[0], atol=1e-5)
-    assert torch.allclose(changed[2], h[2], atol=1e-5)
-    assert not torch.allclose(changed[1], h[1], atol=1e-3)
+    assert moved(0) < 1e-4 and moved(2) < 1e-4
+    assert moved(1) > 1e-2
 
 
 def test_pucl_methods_lists_every_registered_name_with_its_settings_section():
