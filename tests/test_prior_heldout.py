@@ -127,7 +127,41 @@ def test_the_network_classifier_learns_images_within_its_step_budget():
     assert estimator.prior_ == pytest.approx(0.3, abs=0.05)
 
 
-@pytest.mark.parametrize("name", ["auto", "bbe", "dedpul"])
+def test_tedn_reports_an_alpha_per_cvir_round_and_finds_separated_classes():
+    """TED^n's CVIR on tabular rows (the MLP path): each fold reports one alpha per round,
+    each a prior estimate from its validation slice, and the estimate stays near the truth
+    of well-separated classes (0.3). BBE's scorer runs no rounds and reports none."""
+    rng = np.random.default_rng(3)
+    unlabeled = np.concatenate([rng.normal(2, 1, (300, 5)), rng.normal(-2, 1, (700, 5))])
+    positive = rng.normal(2, 1, (300, 5))
+    settings = {"classifier": "network", "max_steps": 60, "eval_every": 20, "batch_size": 32,
+                "random_state": 0}
+    with_cvir = PRIOR_ESTIMATORS.create("tedn", cvir_rounds=3, cvir_epochs=1,
+                                        **settings).fit(unlabeled, positive)
+    alphas = with_cvir.details_["heldout_cvir_alphas"]
+    assert len(alphas) == 2 and all(len(fold) == 3 for fold in alphas)
+    assert all(0.15 < a < 0.45 for fold in alphas for a in fold)
+    assert with_cvir.prior_ == pytest.approx(0.3, abs=0.05)
+    plain = PRIOR_ESTIMATORS.create("bbe", **settings).fit(unlabeled, positive)
+    assert "heldout_cvir_alphas" not in plain.details_
+    fit = {k: v for k, v in settings.items() if k != "random_state"}
+    before = heldout_scores(unlabeled, positive, (5,), HeldOutParams(**fit), 0)
+    after = heldout_scores(unlabeled, positive, (5,), HeldOutParams(**fit), 0, cvir=True)
+    assert not np.allclose(before.u, after.u)  # the rounds trained the fold models further
+
+
+def test_tedn_without_rounds_is_bbe():
+    rng = np.random.default_rng(5)
+    unlabeled = np.concatenate([rng.normal(1, 1, (300, 4)), rng.normal(-1, 1, (500, 4))])
+    positive = rng.normal(1, 1, (200, 4))
+    settings = {"classifier": "network", "max_steps": 40, "eval_every": 20, "batch_size": 32,
+                "random_state": 1}
+    tedn = PRIOR_ESTIMATORS.create("tedn", cvir_rounds=0, **settings).fit(unlabeled, positive)
+    bbe = PRIOR_ESTIMATORS.create("bbe", **settings).fit(unlabeled, positive)
+    assert tedn.prior_ == bbe.prior_
+
+
+@pytest.mark.parametrize("name", ["auto", "bbe", "dedpul", "tedn"])
 def test_estimator_defaults_are_the_params_defaults(name):
     """scikit-learn needs the settings spelt out in __init__; they must not drift from
     the params.yaml schema's defaults (prior.heldout)."""

@@ -8,7 +8,7 @@ of each side are dealt into `folds` folds and fold k is scored by a classifier t
 the others. A network stops training where its balanced P-vs-U loss on a validation slice
 of its own training part is lowest; the held-out fold plays no part in that choice.
 
-Settings: params.yaml `prior.heldout` (shared by bbe, dedpul and auto).
+Settings: params.yaml `prior.heldout` (shared by bbe, dedpul, tedn and auto).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from tqdm.auto import tqdm
 
 from pucl.models.encoders import LeNet5, MLPEncoder
 from pucl.prior.base import PriorEstimator
+from pucl.prior.bins import best_bin
 from pucl.registry import EntryParams
 
 
@@ -48,6 +49,10 @@ class HeldOutParams(EntryParams):
     lr: float = Field(1e-3, gt=0.0)
     weight_decay: float = Field(1e-4, ge=0.0)
     shift: int = Field(2, ge=0, description="network: random translation in pixels")
+    cvir_rounds: int = Field(3, ge=0, description="tedn, network: CVIR rounds after the "
+                             "early-stopped fit; each drops the top BBE-estimate share of U "
+                             "from the negatives, then trains on (tedn.py)")
+    cvir_epochs: int = Field(3, ge=1, description="tedn: passes over the kept U per round")
     pca_dim: int = Field(50, ge=1, description="logistic: principal components it sees")
     C: float = Field(1.0, gt=0.0, description="logistic: inverse L2 strength")
     # BBE (bbe.py): the slack and confidence of the upper bound, as in the paper
@@ -70,6 +75,7 @@ class HeldOutScores:
     fold_p: np.ndarray
     classifier: str
     steps: tuple[int, ...]  # network: the step each fold's model was taken at (0: logistic)
+    cvir_alphas: tuple[tuple[float, ...], ...] = ()  # per fold, each CVIR round's alpha
 
     @property
     def folds(self) -> int:
@@ -78,7 +84,10 @@ class HeldOutScores:
     def describe(self) -> dict[str, Any]:
         return {"heldout_classifier": self.classifier, "heldout_folds": self.folds,
                 "heldout_steps": list(self.steps), "heldout_n_u": len(self.u),
-                "heldout_n_p": len(self.p)}
+                "heldout_n_p": len(self.p),
+                **({"heldout_cvir_alphas": [[round(a, 6) for a in fold]
+                                            for fold in self.cvir_alphas]}
+                   if any(self.cvir_alphas) else {})}
 
 
 ROWS_PER_FOLD = 5  # per side: a fold model learns from 4 (folds - 1) and checks on 1
@@ -121,9 +130,10 @@ def classifier_kind(choice: str, sample_shape: tuple[int, ...]) -> str:
 
 def heldout_scores(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
                    settings: HeldOutParams, random_state: int | None = 0,
-                   progress: bool = False) -> HeldOutScores:
+                   progress: bool = False, cvir: bool = False) -> HeldOutScores:
     """Cross-fitted P-vs-U scores of float rows U [n_u, d] and P [n_p, d]; `sample_shape`
-    is one row's original shape ((c, h, w) for images)."""
+    is one row's original shape ((c, h, w) for images). `cvir`: network fold models go on
+    with `settings.cvir_rounds` CVIR rounds (TED^n) after their early-stopped fit."""
     need = minimum_rows(settings.folds)
     if len(U) < need or len(P) < need:
         raise ValueError(f"{settings.folds}-fold held-out scores need at least {need} rows "
@@ -133,19 +143,23 @@ def heldout_scores(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
     fold_u = _deal_u_with_p(U, P, fold_p, settings.folds, rng)
     kind = classifier_kind(settings.classifier, tuple(sample_shape))
     scores_u, scores_p = np.empty(len(U)), np.empty(len(P))
-    steps = []
+    steps, alphas = [], []
     for k in tqdm(range(settings.folds), desc=f"prior: P-vs-U {kind}", unit="fold",
                   disable=not progress):
         train_u, train_p = U[fold_u != k], P[fold_p != k]
         if kind == "logistic":
             score = _fit_logistic(train_u, train_p, settings)
             steps.append(0)
+            alphas.append(())
         else:
-            score, step = _fit_network(train_u, train_p, tuple(sample_shape), settings, rng)
+            score, step, fold_alphas = _fit_network(train_u, train_p, tuple(sample_shape),
+                                                    settings, rng, cvir)
             steps.append(step)
+            alphas.append(tuple(fold_alphas))
         scores_u[fold_u == k] = score(U[fold_u == k])
         scores_p[fold_p == k] = score(P[fold_p == k])
-    return HeldOutScores(scores_u, scores_p, fold_u, fold_p, kind, tuple(steps))
+    return HeldOutScores(scores_u, scores_p, fold_u, fold_p, kind, tuple(steps),
+                         tuple(alphas))
 
 
 def _fit_logistic(U: np.ndarray, P: np.ndarray, settings: HeldOutParams):
@@ -179,7 +193,7 @@ def _balanced_loss(logit_p: torch.Tensor, logit_u: torch.Tensor) -> torch.Tensor
 
 
 def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
-                 settings: HeldOutParams, rng: np.random.Generator):
+                 settings: HeldOutParams, rng: np.random.Generator, cvir: bool = False):
     torch.manual_seed(int(rng.integers(2**31)))
     fit_u, val_u = _split_off(len(U), settings.validation, rng)
     fit_p, val_p = _split_off(len(P), settings.validation, rng)
@@ -209,16 +223,8 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
         batch_u = order[cursor:cursor + settings.batch_size]
         cursor += len(batch_u)
         batch_p = fit_p[rng.integers(0, len(fit_p), len(batch_u))]
-        x = tensor(np.concatenate([P[batch_p], U[batch_u]]))
-        if images and settings.shift:  # one random translation per step: cheap, and P
-            dy, dx = rng.integers(-settings.shift, settings.shift + 1, 2)  # is small
-            x = torch.roll(x, shifts=(int(dy), int(dx)), dims=(2, 3))
-        model.train()
-        out = model(x).squeeze(1)
-        loss = _balanced_loss(out[:len(batch_p)], out[len(batch_p):])
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
+        _step(model, optimiser, tensor(np.concatenate([P[batch_p], U[batch_u]])),
+              len(batch_p), settings.shift if images else 0, rng)
         if step % settings.eval_every == 0 or step == settings.max_steps:
             model.eval()
             val = float(_balanced_loss(logits(model, val_p), logits(model, val_u)))
@@ -229,19 +235,67 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
                 if stale >= settings.patience:
                     break
     model.load_state_dict(best[2])
+    alphas = _cvir(model, optimiser, P[fit_p], U[fit_u], val_p, val_u, tensor, logits,
+                   settings, images, rng) if cvir else []
     model.eval()
-    return (lambda rows: logits(model, rows).numpy().astype(np.float64)), best[1]
+    return (lambda rows: logits(model, rows).numpy().astype(np.float64)), best[1], alphas
+
+
+def _step(model: nn.Module, optimiser: torch.optim.Optimizer, x: torch.Tensor, n_p: int,
+          shift: int, rng: np.random.Generator) -> None:
+    """One optimiser step of the balanced loss on rows x: n_p positives, then U."""
+    if shift:  # one random translation per step: cheap, and P is small
+        dy, dx = rng.integers(-shift, shift + 1, 2)
+        x = torch.roll(x, shifts=(int(dy), int(dx)), dims=(2, 3))
+    model.train()
+    out = model(x).squeeze(1)
+    loss = _balanced_loss(out[:n_p], out[n_p:])
+    optimiser.zero_grad()
+    loss.backward()
+    optimiser.step()
+
+
+def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, P: np.ndarray, U: np.ndarray,
+          val_p: torch.Tensor, val_u: torch.Tensor, tensor, logits, settings: HeldOutParams,
+          images: bool, rng: np.random.Generator) -> list[float]:
+    """CVIR rounds of TED^n (Garg et al. 2021; bbe.py): BBE on the validation slice gives a
+    prior alpha; the alpha share of U the model scores most positive is left out of the
+    negatives, and the model trains on P against the rest. A U that holds positives makes
+    a P-vs-U classifier hedge on them; without them it separates the classes better, and
+    BBE's top bin gets purer. A round is `cvir_epochs` passes over the kept U. Returns
+    each round's alpha."""
+    alphas = []
+    for _ in range(settings.cvir_rounds):
+        model.eval()
+        alpha = best_bin(logits(model, val_p).numpy(), logits(model, val_u).numpy(),
+                         settings.gamma, settings.delta)[0]
+        alphas.append(float(alpha))
+        ranked = np.argsort(logits(model, U).numpy(), kind="stable")
+        keep = ranked[:len(U) - int(alpha * len(U))]
+        if len(keep) < 2:  # U all positive by this estimate: nothing to learn from
+            break
+        batch = min(settings.batch_size, len(keep))
+        for _ in range(math.ceil(settings.cvir_epochs * len(keep) / batch)):
+            batch_u = keep[rng.choice(len(keep), batch, replace=False)]
+            batch_p = rng.integers(0, len(P), batch)
+            _step(model, optimiser, tensor(np.concatenate([P[batch_p], U[batch_u]])),
+                  batch, settings.shift if images else 0, rng)
+    return alphas
 
 
 class HeldOutEstimator(PriorEstimator):
-    """Base of the estimators that read held-out P-vs-U scores (bbe, dedpul, auto): their
-    settings are HeldOutParams' fields (the same defaults: tests/test_prior_heldout.py);
-    subclasses implement `_from_scores(scores) -> (prior, details)`."""
+    """Base of the estimators that read held-out P-vs-U scores (bbe, dedpul, auto, tedn):
+    their settings are HeldOutParams' fields (the same defaults: tests/test_prior_heldout.py);
+    subclasses implement `_from_scores(scores) -> (prior, details)` and say whether their
+    scorer goes on with CVIR rounds (`cvir`)."""
+
+    cvir = False
 
     def __init__(self, classifier: str = "auto", folds: int = 2, validation: float = 0.2,
                  batch_size: int = 256, max_steps: int = 1500, eval_every: int = 50,
                  patience: int = 4, lr: float = 1e-3, weight_decay: float = 1e-4,
-                 shift: int = 2, pca_dim: int = 50, C: float = 1.0, gamma: float = 0.01,
+                 shift: int = 2, cvir_rounds: int = 3, cvir_epochs: int = 3,
+                 pca_dim: int = 50, C: float = 1.0, gamma: float = 0.01,
                  delta: float = 0.1, bandwidth_u: float = 0.05, bandwidth_p: float = 0.1,
                  random_state: int | None = 0, progress: bool = False):
         self.classifier = classifier
@@ -254,6 +308,8 @@ class HeldOutEstimator(PriorEstimator):
         self.lr = lr
         self.weight_decay = weight_decay
         self.shift = shift
+        self.cvir_rounds = cvir_rounds
+        self.cvir_epochs = cvir_epochs
         self.pca_dim = pca_dim
         self.C = C
         self.gamma = gamma
@@ -277,7 +333,7 @@ class HeldOutEstimator(PriorEstimator):
 
     def _scores(self, U: np.ndarray, P: np.ndarray) -> HeldOutScores:
         return heldout_scores(U, P, self.sample_shape_, self.heldout_settings(),
-                              self.random_state, self.progress)
+                              self.random_state, self.progress, self.cvir)
 
     def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
         scores = self._scores(U, P)

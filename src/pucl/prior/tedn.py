@@ -1,0 +1,28 @@
+"""TED^n (Garg, Wu, Smola, Balakrishnan and Lipton, NeurIPS 2021, the paper of BBE): BBE
+on the scores of a P-vs-U network that went on training with CVIR after its first fit.
+
+BBE's estimate q_u / q_p in the top bin is tight only where that bin holds no negatives.
+A plain P-vs-U classifier is asked to call every row of U negative, positives included,
+so it hedges on the positive-looking ones and negatives stay in its top bin. CVIR
+(conditional value ignoring risk) takes the share of U that the current BBE estimate
+calls positive, the rows the model scores highest, out of the negatives and trains on
+the rest; estimate and classifier improve each other round by round (`heldout.py`,
+`_cvir`; settings `prior.heldout.cvir_rounds` and `cvir_epochs`). The final estimate is
+BBE on the held-out folds, as for `bbe`; with `cvir_rounds: 0` the two are the same.
+"""
+
+from __future__ import annotations
+
+from pucl.prior.base import PRIOR_ESTIMATORS
+from pucl.prior.bbe import bbe_from_scores
+from pucl.prior.heldout import HeldOutEstimator, HeldOutParams, HeldOutScores
+
+
+@PRIOR_ESTIMATORS.register("tedn", params=HeldOutParams, params_key="heldout")
+class TEDn(HeldOutEstimator):
+    """TED^n: BBE on held-out scores of a network trained further with CVIR rounds."""
+
+    cvir = True
+
+    def _from_scores(self, scores: HeldOutScores) -> tuple[float, dict]:
+        return bbe_from_scores(scores, self.gamma, self.delta)
