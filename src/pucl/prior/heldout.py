@@ -52,7 +52,8 @@ class HeldOutParams(EntryParams):
     cvir_rounds: int = Field(3, ge=0, description="tedn, network: CVIR rounds after the "
                              "early-stopped fit; each drops the top BBE-estimate share of U "
                              "from the negatives, then trains on (tedn.py)")
-    cvir_epochs: int = Field(3, ge=1, description="tedn: passes over the kept U per round")
+    cvir_epochs: int = Field(3, ge=1, description="tedn: epochs per round (steps of a pass "
+                             "over U, batches drawn from the rows kept)")
     pca_dim: int = Field(50, ge=1, description="logistic: principal components it sees")
     C: float = Field(1.0, gt=0.0, description="logistic: inverse L2 strength")
     # BBE (bbe.py): the slack and confidence of the upper bound, as in the paper
@@ -262,8 +263,8 @@ def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, P: np.ndarray, U: 
     prior alpha; the alpha share of U the model scores most positive is left out of the
     negatives, and the model trains on P against the rest. A U that holds positives makes
     a P-vs-U classifier hedge on them; without them it separates the classes better, and
-    BBE's top bin gets purer. A round is `cvir_epochs` passes over the kept U. Returns
-    each round's alpha."""
+    BBE's top bin gets purer. A round is `cvir_epochs` epochs of U's size, each batch
+    drawn from the kept rows. Returns each round's alpha."""
     alphas = []
     for _ in range(settings.cvir_rounds):
         model.eval()
@@ -275,7 +276,8 @@ def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, P: np.ndarray, U: 
         if len(keep) < 2:  # U all positive by this estimate: nothing to learn from
             break
         batch = min(settings.batch_size, len(keep))
-        for _ in range(math.ceil(settings.cvir_epochs * len(keep) / batch)):
+        # an epoch counts the steps of a pass over all of U, as the paper's loader does
+        for _ in range(math.ceil(settings.cvir_epochs * len(U) / settings.batch_size)):
             batch_u = keep[rng.choice(len(keep), batch, replace=False)]
             batch_p = rng.integers(0, len(P), batch)
             _step(model, optimiser, tensor(np.concatenate([P[batch_p], U[batch_u]])),
