@@ -7,7 +7,9 @@ Runs the real build_split and estimate_prior stages (in-process, MLflow off) in 
 temporary directory, once per estimator, and writes reports/prior/prior.csv (one row per
 estimator and case: mean and std of the absolute error, n seeds, seconds per run) and
 reports/prior/prior_runs.csv (one row per run). KM1 comes out of the KM2 run, BBE and
-DEDPUL out of the auto run (the same held-out scores).
+DEDPUL out of the auto run (the same held-out scores). Runs already in --out's
+prior_runs.csv stay unless this run measures the same estimator, case and seed, so
+`--estimators tedn` adds a row per case to the table.
 """
 
 from __future__ import annotations
@@ -82,6 +84,13 @@ def main() -> None:
                 print(f"{case} seed {seed} {estimator}: {last['estimate']:.3f} "
                       f"(true {last['prior_true']:.3f}) in {last['seconds']:.1f} s", flush=True)
     frame = pd.DataFrame(runs)
+    previous = args.out / "prior_runs.csv"
+    if previous.exists():  # keep the other estimators' rows; a rerun replaces its own
+        kept = pd.read_csv(previous)
+        key = ["estimator", "case", "seed"]
+        fresh = frame.set_index(key).index
+        frame = pd.concat([kept[~kept.set_index(key).index.isin(fresh)], frame],
+                          ignore_index=True)
     table = (frame.groupby(["estimator", "case"], sort=True)
              .agg(prior_true=("prior_true", "mean"), abs_error=("abs_error", "mean"),
                   abs_error_std=("abs_error", lambda s: s.std(ddof=0)), n=("seed", "count"),
