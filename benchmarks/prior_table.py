@@ -61,6 +61,27 @@ def run_case(case: str, overrides: dict, seed: int, estimator: str) -> list[dict
     return rows
 
 
+def write_tables(frame: pd.DataFrame, out: Path) -> pd.DataFrame:
+    """Merge these runs into out/prior_runs.csv (a rerun replaces its own estimator, case
+    and seed; other rows stay) and write the per-case table out/prior.csv from it."""
+    previous = out / "prior_runs.csv"
+    if previous.exists():
+        kept = pd.read_csv(previous)
+        key = ["estimator", "case", "seed"]
+        fresh = frame.set_index(key).index
+        frame = pd.concat([kept[~kept.set_index(key).index.isin(fresh)], frame],
+                          ignore_index=True)
+    table = (frame.groupby(["estimator", "case"], sort=True)
+             .agg(prior_true=("prior_true", "mean"), abs_error=("abs_error", "mean"),
+                  abs_error_std=("abs_error", lambda s: s.std(ddof=0)), n=("seed", "count"),
+                  seconds_per_run=("seconds", "mean"))
+             .reset_index())
+    out.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(out / "prior_runs.csv", index=False, float_format="%.4f")
+    table.to_csv(out / "prior.csv", index=False, float_format="%.4f")
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -83,23 +104,7 @@ def main() -> None:
                 last = rows[0]  # the estimator run (rows read from it follow)
                 print(f"{case} seed {seed} {estimator}: {last['estimate']:.3f} "
                       f"(true {last['prior_true']:.3f}) in {last['seconds']:.1f} s", flush=True)
-    frame = pd.DataFrame(runs)
-    previous = args.out / "prior_runs.csv"
-    if previous.exists():  # keep the other estimators' rows; a rerun replaces its own
-        kept = pd.read_csv(previous)
-        key = ["estimator", "case", "seed"]
-        fresh = frame.set_index(key).index
-        frame = pd.concat([kept[~kept.set_index(key).index.isin(fresh)], frame],
-                          ignore_index=True)
-    table = (frame.groupby(["estimator", "case"], sort=True)
-             .agg(prior_true=("prior_true", "mean"), abs_error=("abs_error", "mean"),
-                  abs_error_std=("abs_error", lambda s: s.std(ddof=0)), n=("seed", "count"),
-                  seconds_per_run=("seconds", "mean"))
-             .reset_index())
-    args.out.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(args.out / "prior_runs.csv", index=False, float_format="%.4f")
-    table.to_csv(args.out / "prior.csv", index=False, float_format="%.4f")
-    print(table.to_string(index=False))
+    print(write_tables(pd.DataFrame(runs), args.out).to_string(index=False))
 
 
 if __name__ == "__main__":
