@@ -168,9 +168,8 @@ def open_registry_store(params: Params, root: Path) -> tracking.Store:
 def _figures(store: tracking.Store, run: tracking.Run, name: str, workdir: Path) -> None:
     """The champion's holdout score over model versions, the prior estimate over data
     versions: from the registered versions' tags."""
-    from pucl.reporting import retrain_history_figures
-
     from pucl.io import save_figure
+    from pucl.reporting import retrain_history_figures
 
     for filename, fig in retrain_history_figures(store.versions(name)).items():
         path = workdir / filename

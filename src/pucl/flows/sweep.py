@@ -3,10 +3,11 @@
 Points fan out over the flow's task runner (`pucl sweep` picks it: a local process pool
 by default, threads, or a Dask cluster at `--address`). Points that train the same
 encoder (one seed's variants that differ downstream) run one after the other, so the
-later ones restore it from `paths.pretrain_cache` instead of training it twice at once. Every point runs the stage
-functions in its own directory `<paths.runs>/<sweep>/<point>/` (never `dvc repro`, which
-holds one lock per checkout) under one MLflow parent run of the sweep; at the end the
-comparison table and the accuracy-against-gamma figure are written and logged to it.
+later ones restore it from `paths.pretrain_cache` instead of training it twice at
+once. Every point runs the stage functions in its own directory
+`<paths.runs>/<sweep>/<point>/` (never `dvc repro`, which holds one lock per checkout)
+under one MLflow parent run of the sweep; at the end the comparison table and the
+accuracy-against-gamma figure are written and logged to it.
 """
 
 from __future__ import annotations

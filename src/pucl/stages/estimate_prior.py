@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from pucl.data.registry import unit_scale
 from pucl.errors import DataError, ParamsError
 from pucl.io import write_json
@@ -39,9 +37,9 @@ def run(ctx: StageContext) -> dict:
         used = p.value
     elif p.method == "oracle":
         if prior_true is None:
+            allowed = ", ".join(PRIOR_ESTIMATORS.names())
             raise DataError("prior.method = 'oracle' needs the true labels of U, which this "
-                            f"data does not have (allowed here: {', '.join(PRIOR_ESTIMATORS.names())}, "
-                            "given)")
+                            f"data does not have (allowed here: {allowed}, given)")
         used = prior_true
     else:
         entry = PRIOR_ESTIMATORS.get(p.method)

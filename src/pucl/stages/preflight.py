@@ -10,14 +10,14 @@ import numpy as np
 
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
 from pucl.config import Params
+from pucl.data import check_task, get_task, load_dataset
+from pucl.errors import DataError, ParamsError, unknown_parameter
 from pucl.losses import CONTRASTIVE_LOSSES
 from pucl.models import ENCODERS
 from pucl.pretraining import PRETRAINING_METHODS
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.pupl import PSEUDO_LABELLERS
 from pucl.registry import Registry
-from pucl.data import check_task, get_task, load_dataset
-from pucl.errors import DataError, ParamsError, unknown_parameter
 from pucl.stages._context import data_path
 
 # The params chosen from a registry: (section, field, registry, choices that are not

@@ -225,8 +225,8 @@ def run(ctx: StageContext) -> dict:
                                  "images_per_s": row.images_per_s}, step=int(row.epoch))
         ctx.run.set_tags({"pretrain_reused": str(entry)})
     else:
-        frame = train_and_save(ctx, trainer, model, loss_fn, augment, images, is_labeled, checkpoint,
-                               fp, data.image_shape, prior_used)
+        frame = train_and_save(ctx, trainer, model, loss_fn, augment, images, is_labeled,
+                               checkpoint, fp, data.image_shape, prior_used)
         store_in_cache(ctx, entry)
     fig, ax = plt.subplots(figsize=(5, 3.2))
     ax.plot(frame["epoch"], frame["loss"], marker=".")
