@@ -39,8 +39,6 @@ def test_bad_params_refused_before_dvc_touches_outputs(project):
     assert marker.read_text() == '{"accuracy": 0.5}'  # nothing was deleted or rewritten
 
 
-# slow: six pipelines (~45 s); `make test-all` runs it
-@pytest.mark.slow
 def test_ablate_writes_one_row_per_objective_and_n_p(project):
     import pandas as pd
 

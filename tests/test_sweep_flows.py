@@ -59,8 +59,6 @@ def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
     assert "grouped" in grouped.stdout
 
 
-# slow: a preset's variants end to end (~45 s); the sweep tests cover its flow
-@pytest.mark.slow
 def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, harness):
     """`pucl bench FILE`: variants x seeds through the sweep flow (its own Prefect server,
     as a user gets it), grouped by variant, the reference beside each."""
