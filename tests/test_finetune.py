@@ -144,16 +144,19 @@ def test_encoder_part_is_lenets_conv_trunk_and_shares_its_weights():
 
 def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, tracking_uri,
                                                                   monkeypatch):
-    """classifier.features: trunk. The fine-tuned trunk and the head on its 256-d
-    features give evaluate's accuracy, recomputed here from the saved files; the FC
-    layers the head does not read stay as pretrained."""
+    """classifier.features: trunk, with neighbour smoothing. The fine-tuned trunk and the
+    head on its 256-d features give evaluate's accuracy, recomputed here from the saved
+    files and a naive smoothing over the training rows; the FC layers the head does not
+    read stay as pretrained."""
     import pandas as pd
 
     from pucl.artifacts import load_classifier_model, load_head, load_model
     from pucl.data import load_dataset
+    from tests.test_neighbours import naive_smoothed
 
     params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
-                                     "finetune_epochs": 1, "features": "trunk"})
+                                     "finetune_epochs": 1, "features": "trunk",
+                                     "neighbours": 5})
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))
     for name in STAGES:
@@ -162,23 +165,29 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
     pretrained = load_model(project / "data/pretrain/model.pt")
     tuned = load_classifier_model(head_path, pretrained)
     head = load_head(head_path)
-    assert head.linear.in_features == 256
+    assert head.k == 5 and head.base.linear.in_features == 256
     before, after = pretrained.encoder.state_dict(), tuned.encoder.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before if k.startswith("fc."))
     assert any(not torch.equal(before[k], after[k]) for k in before if k.startswith("features."))
     summary = json.loads((project / "data/classifier/summary.json").read_text())
-    assert summary["features"] == "trunk"
+    assert summary["features"] == "trunk" and summary["neighbours"] == 5
 
     manifest = pd.read_parquet(project / "data/split/manifest.parquet")
-    test = manifest[manifest["split"] == "test"]
+    test, train = manifest[manifest["split"] == "test"], manifest[manifest["split"] == "train"]
     data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
-    x = torch.from_numpy(data.x_test[test["index"].to_numpy()])
-    with torch.no_grad():
-        tuned.eval()
-        predicted = head(tuned.encoder.features(normalize(to_unit_float(x)))).argmax(1).numpy()
+    bank_rows = train.loc[train["in_u"] | (train["pu"] == 1), "index"].to_numpy()
+
+    def trunk(rows):
+        with torch.no_grad():
+            tuned.eval()
+            x = torch.from_numpy(data.x_train[rows] if rows is not None else
+                                 data.x_test[test["index"].to_numpy()])
+            return tuned.encoder.features(normalize(to_unit_float(x))).numpy()
+
+    scores = naive_smoothed(head.base, trunk(np.sort(bank_rows)), trunk(None), 5)
     metrics = read_metrics(project)
-    assert metrics["accuracy"] == pytest.approx(float((predicted == test["y"].to_numpy()).mean()),
-                                                abs=1e-9)
+    expected = float(((scores >= 0.5) == test["y"].to_numpy()).mean())
+    assert metrics["accuracy"] == pytest.approx(expected, abs=1e-9)
     assert 0.5 <= metrics["knn_accuracy_trunk"] <= 1.0
 
 

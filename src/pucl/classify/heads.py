@@ -1,15 +1,20 @@
-"""Saving and rebuilding classifier heads: a linear head or a prototype head, described
-by a plain dict (kind, shape, state) so that files never pickle classes."""
+"""Saving and rebuilding classifier heads: a linear head, a prototype head, or either
+with neighbour smoothing, described by a plain dict (kind, shape, state) so that files
+never pickle classes."""
 
 from __future__ import annotations
 
 from torch import nn
 
 from pucl.classify.base import LinearHead
+from pucl.classify.neighbours import NeighbourHead
 from pucl.classify.prototype import PrototypeHead
 
 
 def describe(head: nn.Module) -> dict:
+    if isinstance(head, NeighbourHead):
+        return {"kind": "neighbours", "k": head.k, "base": describe(head.base),
+                "bank": head.bank.cpu(), "bank_scores": head.bank_scores.cpu()}
     if isinstance(head, PrototypeHead):
         first = head.projector.net[0]
         return {"kind": "prototype", "dim": first.in_features,
@@ -25,6 +30,9 @@ def describe(head: nn.Module) -> dict:
 def rebuild(spec: dict) -> nn.Module:
     """The head a `describe` dict stands for (raises KeyError / RuntimeError when the dict
     is inconsistent; callers turn that into a one-line error)."""
+    if spec["kind"] == "neighbours":
+        return NeighbourHead(rebuild(spec["base"]), spec["bank"], spec["k"],
+                             spec["bank_scores"]).eval()
     if spec["kind"] == "prototype":
         head = PrototypeHead(spec["dim"], spec["proj_hidden"], spec["proj_dim"],
                              spec["temperature"])

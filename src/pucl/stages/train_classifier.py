@@ -6,8 +6,10 @@ PUPL pseudo-labels; `nnpu` / `upu` the PU risks on labelled positives vs U with 
 of `classifier.prior`; `naive_ce` cross-entropy with U as negative. With
 `classifier.finetune_epochs` > 0 the encoder and the trained head then learn together on
 the same objective (pretraining's augmentations), and `head.pt` also holds the fine-tuned
-encoder. Outputs `head.pt`, `history.csv` (head epochs, then fine-tuning epochs) and
-`summary.json` (objective, prior used and its source, fine-tuning epochs, features, and
+encoder. With `classifier.neighbours` = k > 0 the head's scores are smoothed over the k
+nearest training rows, whose features and scores `head.pt` then holds. Outputs `head.pt`, `history.csv` (head epochs, then fine-tuning epochs) and
+`summary.json` (objective, prior used and its source, fine-tuning epochs, features,
+neighbours, and
 `degenerate`: why the head calls every training row one class, else null; also a warning
 and the metric `classifier_degenerate`)."""
 
@@ -23,9 +25,10 @@ from pucl.artifacts import load_method_head, load_model
 from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.classify.heads import describe
 from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
+from pucl.classify.neighbours import NeighbourHead
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
 from pucl.data.augment import make_augment
-from pucl.errors import DataError
+from pucl.errors import DataError, ParamsError
 from pucl.features import embed, encoder_part
 from pucl.io import atomic_path, read_table, write_json, write_table
 from pucl.runtime import resolve_device, seeded_generator
@@ -42,7 +45,13 @@ def run(ctx: StageContext) -> dict:
     model = load_model(ctx.path("pretrain", "model.pt"))
     device = resolve_device(ctx.params.base.device)
     summary: dict = {"objective": p.objective, "prior": None, "prior_source": None,
-                     "finetune_epochs": p.finetune_epochs, "features": p.features}
+                     "finetune_epochs": p.finetune_epochs, "features": p.features,
+                     "neighbours": p.neighbours}
+    if p.neighbours:  # checked before any training
+        n_rows = len(ctx.manifest().query("split == 'train' and (in_u or pu == 1)"))
+        if p.neighbours > n_rows:
+            raise ParamsError(f"classifier.neighbours = {p.neighbours} exceeds the {n_rows} "
+                              f"training rows (allowed: 0 to {n_rows})")
     entry = CLASSIFIER_OBJECTIVES.get(p.objective)
     objective = entry.build(ctx.settings("classifier", entry))
     if objective.source == "pu":
@@ -94,6 +103,8 @@ def run(ctx: StageContext) -> dict:
         head.cpu()
         encoder_state = {k: v.cpu() for k, v in model.encoder.state_dict().items()}
         features = embed(model, data.x_train[rows], p.features, device)
+    if p.neighbours:
+        head = NeighbourHead(head, torch.from_numpy(features), p.neighbours)
     predicted = head.positive_score(features) >= 0.5
     train_fit = float((predicted == labels).mean())
     share = float(predicted.mean())

@@ -1,0 +1,114 @@
+"""Neighbour smoothing of a head's scores (classifier.neighbours), against a naive
+implementation of its definition: (own score + the k nearest bank rows' scores) / (k + 1),
+nearest by cosine similarity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from pucl.classify.base import LinearHead
+from pucl.classify.deployable import PUClassifier
+from pucl.classify.heads import describe, rebuild
+from pucl.classify.neighbours import NeighbourHead
+
+
+def naive_smoothed(base: LinearHead, bank: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    """One row at a time, in float64: cosine similarities, a full sort, a plain mean."""
+    bank_scores = base.positive_score(bank).astype(np.float64)
+    unit_bank = bank / np.linalg.norm(bank, axis=1, keepdims=True)
+    out = []
+    for row in rows:
+        own = float(base.positive_score(row[None])[0])
+        similarity = unit_bank @ (row / np.linalg.norm(row))
+        nearest = np.argsort(-similarity, kind="stable")[:k]
+        out.append((own + bank_scores[nearest].sum()) / (k + 1))
+    return np.array(out)
+
+
+def random_head(dim: int, seed: int) -> LinearHead:
+    torch.manual_seed(seed)
+    head = LinearHead(dim)
+    torch.nn.init.normal_(head.linear.weight, std=1.0)
+    return head.eval()
+
+
+@pytest.mark.parametrize("k", [1, 7, 40])
+def test_smoothed_scores_match_the_definition(k):
+    rng = np.random.default_rng(k)
+    bank = rng.normal(size=(300, 12)).astype(np.float32)
+    rows = rng.normal(size=(50, 12)).astype(np.float32)
+    base = random_head(12, k)
+    head = NeighbourHead(base, torch.from_numpy(bank), k)
+    expected = naive_smoothed(base, bank, rows, k)
+    np.testing.assert_allclose(head.positive_score(rows), expected, atol=1e-5)
+
+
+def test_the_whole_bank_as_neighbours_is_the_mean_of_every_score():
+    rng = np.random.default_rng(0)
+    bank = rng.normal(size=(30, 5)).astype(np.float32)
+    rows = rng.normal(size=(4, 5)).astype(np.float32)
+    base = random_head(5, 0)
+    head = NeighbourHead(base, torch.from_numpy(bank), len(bank))
+    expected = (base.positive_score(rows) + base.positive_score(bank).sum()) / (len(bank) + 1)
+    np.testing.assert_allclose(head.positive_score(rows), expected, atol=1e-6)
+
+
+def test_a_row_scores_the_same_alone_and_in_a_batch_across_chunks(monkeypatch):
+    """Inductive: a row's score depends on the bank only, never on the rows beside it
+    (also when the rows are split into chunks)."""
+    import pucl.classify.neighbours as neighbours
+
+    monkeypatch.setattr(neighbours, "CHUNK_ROWS", 16)
+    rng = np.random.default_rng(1)
+    bank = rng.normal(size=(200, 8)).astype(np.float32)
+    rows = rng.normal(size=(70, 8)).astype(np.float32)
+    head = NeighbourHead(random_head(8, 1), torch.from_numpy(bank), 5)
+    batch = head.positive_score(rows)
+    alone = np.array([head.positive_score(r[None])[0] for r in rows])
+    np.testing.assert_allclose(batch, alone, atol=1e-6)
+
+
+def test_smoothing_fixes_a_lone_mistake_inside_a_cluster():
+    """A head whose boundary cuts off the edge of the positive cluster: a row on that edge
+    is called negative alone, positive once its neighbours vote."""
+    rng = np.random.default_rng(2)
+    positives = rng.normal(loc=[5.0, 0.0], scale=0.3, size=(40, 2)).astype(np.float32)
+    negatives = rng.normal(loc=[0.0, 5.0], scale=0.3, size=(40, 2)).astype(np.float32)
+    base = LinearHead(2)
+    with torch.no_grad():  # logit(positive) - logit(negative) = x - y - 3.5
+        base.linear.weight.copy_(torch.tensor([[0.0, 0.0], [1.0, -1.0]]))
+        base.linear.bias.copy_(torch.tensor([0.0, -3.5]))
+    edge = np.array([[4.0, 1.2]], dtype=np.float32)
+    assert base.positive_score(edge)[0] < 0.5
+    assert (base.positive_score(positives) >= 0.5).mean() > 0.9
+    head = NeighbourHead(base, torch.from_numpy(np.concatenate([positives, negatives])), 10)
+    assert head.positive_score(edge)[0] > 0.5
+    assert (head.positive_score(negatives) < 0.5).all()
+
+
+def test_describe_and_rebuild_round_trip_and_serve():
+    rng = np.random.default_rng(3)
+    bank = rng.normal(size=(64, 6)).astype(np.float32)
+    rows = rng.normal(size=(9, 6)).astype(np.float32)
+    head = NeighbourHead(random_head(6, 3), torch.from_numpy(bank), 4)
+    spec = describe(head)
+    assert spec["kind"] == "neighbours" and spec["k"] == 4 and spec["base"]["kind"] == "linear"
+    again = rebuild(spec)
+    np.testing.assert_allclose(again.positive_score(rows), head.positive_score(rows), atol=1e-7)
+    # served: the deployable module (encoder, then head) gives the same scores
+    from pucl.data.augment import normalize
+
+    served = PUClassifier(torch.nn.Identity(), again).eval()
+    x = torch.from_numpy(rows)
+    with torch.no_grad():
+        np.testing.assert_allclose(served(x).numpy(),
+                                   again.positive_score(normalize(x).numpy()), atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [0, 65])
+def test_k_outside_the_bank_is_refused(k):
+    bank = torch.zeros(64, 3)
+    with pytest.raises(ValueError, match=rf"k must be in \[1, 64\] \(the bank's rows\), got {k}"):
+        NeighbourHead(random_head(3, 0), bank, k)
