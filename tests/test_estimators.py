@@ -91,6 +91,22 @@ def test_pu_classifier_is_deterministic_for_a_seed_and_takes_a_given_prior():
     np.testing.assert_array_equal(first.predict_proba(x), again.predict_proba(x))
 
 
+def test_neighbours_smooth_the_scores_of_the_same_head():
+    """neighbours = k: the same encoder and head as without, the scores averaged over each
+    row and its k nearest training rows (the naive definition, tests/test_neighbours)."""
+    from pucl.features import embed
+    from tests.test_neighbours import naive_smoothed
+
+    x, y, s = tabular_pu(300, seed=2)
+    plain = PUClassifier(prior=0.3, epochs=1, head_epochs=10).fit(x, s)
+    smooth = PUClassifier(prior=0.3, epochs=1, head_epochs=10, neighbours=7).fit(x, s)
+    assert smooth.head_.k == 7
+    new = np.random.default_rng(3).normal(size=(40, 10))
+    expected = naive_smoothed(plain.head_, embed(plain.model_, x.astype(np.float32)),
+                              embed(plain.model_, new.astype(np.float32)), 7)
+    np.testing.assert_allclose(smooth.predict_proba(new)[:, 1], expected, atol=1e-5)
+
+
 def test_pu_classifier_learns_images_with_the_pupl_objective():
     from pucl.data import load_dataset
 
@@ -116,6 +132,8 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
                        "km2, tedn, got 'km9'"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
+    ({"neighbours": -1}, "neighbours must be an integer >= 0, got -1"),
+    ({"neighbours": 51}, "neighbours = 51 exceeds the 50 training rows \\(allowed: 0 to 50\\)"),
 ])
 def test_pu_classifier_refuses_bad_settings_in_fit(bad, message):
     x, _, s = tabular_pu(50)

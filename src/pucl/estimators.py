@@ -8,7 +8,8 @@
 rows (an estimator of PRIOR_ESTIMATORS, or a given number), contrastive pretraining of an
 encoder with a loss of CONTRASTIVE_LOSSES (PUCL by default), then a linear head on the
 frozen encoder features, trained with the nnPU risk (default) or with cross-entropy on
-PUPL's pseudo-labels. It reads no file and logs nothing.
+PUPL's pseudo-labels, its scores optionally smoothed over the nearest training rows
+(`neighbours`). It reads no file and logs nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
+from pucl.classify.neighbours import NeighbourHead
 from pucl.data.augment import make_augment
 from pucl.features import embed
 from pucl.losses import CONTRASTIVE_LOSSES, make_loss
@@ -58,6 +60,10 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         Pretraining epochs; 0 keeps the randomly initialised encoder.
     objective : {"nnpu", "upu", "pupl_ce"}, default="nnpu"
         How the head learns: a PU risk with the prior, or cross-entropy on PUPL's labels.
+    neighbours : int, default=0
+        k > 0: a row's score is the mean of the head's score for it and for its k nearest
+        training rows (cosine similarity of encoder features); the training features are
+        kept for this. 0: the head's own score.
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0
@@ -70,7 +76,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     prior_ : float
         The class prior used (estimated, or the given number).
     model_, head_ : torch modules
-        The encoder with its projection head, and the linear head on encoder features.
+        The encoder with its projection head, and the head on encoder features (linear, or
+        a `NeighbourHead` around it when neighbours > 0).
     """
 
     def __init__(self, prior: str | float = "auto", loss: str = "pucl", encoder: str = "auto",
@@ -78,7 +85,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  weight_decay: float = 1e-5, temperature: float = 0.5, proj_dim: int = 128,
                  proj_hidden: int = 256, augment: dict | None = None,
                  objective: str = "nnpu", head_epochs: int = 100, head_lr: float = 1e-2,
-                 threshold: float = 0.5, random_state: int = 0, progress: bool = False):
+                 neighbours: int = 0, threshold: float = 0.5, random_state: int = 0, progress: bool = False):
         self.prior = prior
         self.loss = loss
         self.encoder = encoder
@@ -93,6 +100,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.objective = objective
         self.head_epochs = head_epochs
         self.head_lr = head_lr
+        self.neighbours = neighbours
         self.threshold = threshold
         self.random_state = random_state
         self.progress = progress
@@ -123,6 +131,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"prior must be in (0, 1), got {self.prior}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
+        if not isinstance(self.neighbours, (int, np.integer)) or self.neighbours < 0:
+            raise ValueError(f"neighbours must be an integer >= 0, got {self.neighbours!r}")
         if self.epochs < 0 or self.head_epochs < 1:
             raise ValueError(f"epochs must be >= 0 and head_epochs >= 1, got {self.epochs}, "
                              f"{self.head_epochs}")
@@ -177,6 +187,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self._check_params()
         x = self._inputs(X, reset=True)
         self.classes_, s = self._pu_labels(y, len(x))
+        if self.neighbours > len(x):
+            raise ValueError(f"neighbours = {self.neighbours} exceeds the {len(x)} training "
+                             f"rows (allowed: 0 to {len(x)})")
         labeled = s == 1
         self.prior_ = self._estimate_prior(x, labeled)
 
@@ -200,6 +213,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         else:
             head, _ = train_pu_head(features[labeled], features[~labeled], self.prior_,
                                     self.objective, settings, generator, self.progress)
+        if self.neighbours:
+            head = NeighbourHead(head, torch.from_numpy(features), self.neighbours)
         self.model_, self.head_ = model.eval(), head.eval()
         return self
 

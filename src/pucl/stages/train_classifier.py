@@ -7,11 +7,11 @@ of `classifier.prior`; `naive_ce` cross-entropy with U as negative. With
 `classifier.finetune_epochs` > 0 the encoder and the trained head then learn together on
 the same objective (pretraining's augmentations), and `head.pt` also holds the fine-tuned
 encoder. With `classifier.neighbours` = k > 0 the head's scores are smoothed over the k
-nearest training rows, whose features and scores `head.pt` then holds. Outputs `head.pt`, `history.csv` (head epochs, then fine-tuning epochs) and
-`summary.json` (objective, prior used and its source, fine-tuning epochs, features,
-neighbours, and
-`degenerate`: why the head calls every training row one class, else null; also a warning
-and the metric `classifier_degenerate`)."""
+nearest training rows, whose features and scores `head.pt` then holds. Outputs `head.pt`,
+`history.csv` (head epochs, then fine-tuning epochs) and `summary.json` (objective, prior
+used and its source, fine-tuning epochs, features, neighbours, and `degenerate`: why the
+head calls every training row one class, else null; also a warning and the metric
+`classifier_degenerate`)."""
 
 from __future__ import annotations
 
