@@ -85,7 +85,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  weight_decay: float = 1e-5, temperature: float = 0.5, proj_dim: int = 128,
                  proj_hidden: int = 256, augment: dict | None = None,
                  objective: str = "nnpu", head_epochs: int = 100, head_lr: float = 1e-2,
-                 neighbours: int = 0, threshold: float = 0.5, random_state: int = 0, progress: bool = False):
+                 neighbours: int = 0, threshold: float = 0.5, random_state: int = 0,
+                 progress: bool = False):
         self.prior = prior
         self.loss = loss
         self.encoder = encoder
