@@ -188,6 +188,9 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
     metrics = read_metrics(project)
     expected = float(((scores >= 0.5) == test["y"].to_numpy()).mean())
     assert metrics["accuracy"] == pytest.approx(expected, abs=1e-9)
+    own = head.base.positive_score(trunk(None)) >= 0.5  # the head alone, beside it
+    assert metrics["accuracy_unsmoothed"] == pytest.approx(
+        float((own == test["y"].to_numpy()).mean()), abs=1e-9)
     assert 0.5 <= metrics["knn_accuracy_trunk"] <= 1.0
 
 

@@ -1,6 +1,7 @@
 """Stage evaluate: test metrics, oracle diagnostics, ROC curve and embedding map.
 
-`metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split;
+`metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split
+(and accuracy_unsmoothed, the head's own, when classifier.neighbours smooths it);
 prior_estimate / prior_true / prior_abs_error; and ORACLE diagnostics that read true
 training labels, which the method never sees: pseudo_label_accuracy (PUPL labels vs the
 truth on U) and knn_accuracy (kNN of frozen encoder features with true labels), beside
@@ -26,6 +27,7 @@ from pucl.artifacts import (  # noqa: E402
     load_model,
 )
 from pucl.classify.deployable import PUClassifier  # noqa: E402
+from pucl.classify.neighbours import NeighbourHead  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
 from pucl.data.registry import unit_scale  # noqa: E402
 from pucl.errors import DataError  # noqa: E402
@@ -114,9 +116,13 @@ def run(ctx: StageContext) -> dict:
     x_train = data.x_train[train["index"].to_numpy()]
     f_train = embed(model, x_train, "encoder", device)
     y_test = test["y"].to_numpy().astype(np.int64)
-    score = head.positive_score(f_test if classifier_model is model and reads == "encoder"
-                                else embed(classifier_model, x_test, reads, device))
+    f_head = (f_test if classifier_model is model and reads == "encoder"
+              else embed(classifier_model, x_test, reads, device))
+    score = head.positive_score(f_head)
     metrics = classification_metrics(y_test, score)
+    if isinstance(head, NeighbourHead):  # what the smoothing bought, on the same head
+        metrics["accuracy_unsmoothed"] = classification_metrics(
+            y_test, head.base.positive_score(f_head))["accuracy"]
 
     prior = ctx.read_json("prior", FINAL_PRIOR)
     pseudo = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
