@@ -35,6 +35,8 @@ from pucl.runtime import resolve_device, seeded_generator
 from pucl.stages._context import LABEL_COLUMNS, StageContext
 
 NAME = "train_classifier"
+# The rows a head trains on (and neighbour smoothing's bank): labelled positives and U.
+TRAINING_ROWS = "split == 'train' and (in_u or pu == 1)"
 
 
 def run(ctx: StageContext) -> dict:
@@ -48,7 +50,7 @@ def run(ctx: StageContext) -> dict:
                      "finetune_epochs": p.finetune_epochs, "features": p.features,
                      "neighbours": p.neighbours}
     if p.neighbours:  # checked before any training
-        n_rows = len(ctx.manifest().query("split == 'train' and (in_u or pu == 1)"))
+        n_rows = len(ctx.manifest().query(TRAINING_ROWS))
         if p.neighbours > n_rows:
             raise ParamsError(f"classifier.neighbours = {p.neighbours} exceeds the {n_rows} "
                               f"training rows (allowed: 0 to {n_rows})")
@@ -73,7 +75,7 @@ def run(ctx: StageContext) -> dict:
                 "gamma": objective.gamma}
     elif objective.source == "method":  # NcPU trained its classifier with the encoder
         head = load_method_head(ctx.path("pretrain", "model.pt"))
-        train = ctx.manifest().query("split == 'train' and (in_u or pu == 1)")
+        train = ctx.manifest().query(TRAINING_ROWS)
         rows, labels = train["index"].to_numpy(), train["pu"].to_numpy().astype(np.int64)
         features = embed(model, data.x_train[rows], "encoder", device)
         losses, tune = [], {}
@@ -82,7 +84,7 @@ def run(ctx: StageContext) -> dict:
             table = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
             rows, labels = table["index"].to_numpy(), table["pseudo_label"].to_numpy()
         else:  # naive_ce: every unlabeled row taken as negative
-            train = ctx.manifest().query("split == 'train' and (in_u or pu == 1)")
+            train = ctx.manifest().query(TRAINING_ROWS)
             rows, labels = train["index"].to_numpy(), train["pu"].to_numpy()
         if len(set(labels.tolist())) < 2:
             raise DataError(f"{p.objective}: the training labels hold a single class; the "
