@@ -129,7 +129,7 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
     ({"encoder": "vit"}, "encoder must be auto or one of cnn7, lenet5, lenet5_wide, mlp, "
                          "resnet18, got 'vit'"),
     ({"prior": "km9"}, "prior must be a number in \\(0, 1\\) or one of auto, bbe, dedpul, km1, "
-                       "km2, tedn, got 'km9'"),
+                       "km2, tedn, tice, got 'km9'"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
     ({"neighbours": -1}, "neighbours must be an integer >= 0, got -1"),

@@ -51,9 +51,9 @@ def test_reestimate_needs_held_out_positives():
 def test_unknown_reestimate_names_the_estimators():
     from pucl.stages.preflight import check_methods
 
-    params = parse_params({"prior": {"reestimate": "tice"},
+    params = parse_params({"prior": {"reestimate": "pen"},
                            "pretrain": {"holdout_positives": 0.2}})
-    with pytest.raises(ParamsError, match="invalid parameter 'prior.reestimate' = 'tice'.*auto"):
+    with pytest.raises(ParamsError, match="invalid parameter 'prior.reestimate' = 'pen'.*auto"):
         check_methods(params)
 
 
