@@ -1,5 +1,5 @@
-"""`dvc repro` on a throw-away copy with tiny params: completes, is idempotent, reruns only
-what a param change touches, and is deterministic."""
+"""`dvc repro` on a throw-away copy with tiny params: completes, is idempotent and reruns
+only what a param change touches."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def ran_and_skipped(output: str) -> tuple[set[str], set[str]]:
     return ran, skipped
 
 
-def test_repro_idempotent_selective_and_deterministic(project):
+def test_repro_is_idempotent_and_selective(project):
     first = dvc(project, "repro")
     ran, _ = ran_and_skipped(first.stdout)
     assert ran == {"build_split", "estimate_prior", "pretrain", "reestimate_prior",
@@ -29,22 +29,15 @@ def test_repro_idempotent_selective_and_deterministic(project):
     again = dvc(project, "repro")
     assert ran_and_skipped(again.stdout)[0] == set()
 
-    # A change to the classifier reruns it and what follows, nothing before it. (Whole-
-    # pipeline determinism, pretraining included, is test_flows' flow-vs-repro check.)
+    # A change to the classifier reruns it and what follows, nothing before it.
+    # (Determinism, pretraining included, is test_flows' flow-vs-repro check: the same
+    # params run by the flow in another directory give these metrics to the last bit.)
     params = yaml.safe_load((project / "params.yaml").read_text())
-    epochs = params["classifier"]["epochs"]
-    params["classifier"]["epochs"] = epochs + 1
+    params["classifier"]["epochs"] += 1
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     changed = dvc(project, "repro")
     ran, skipped = ran_and_skipped(changed.stdout)
     assert ran == {"train_classifier", "evaluate"}
     assert skipped == {"build_split", "estimate_prior", "pretrain", "reestimate_prior",
                        "pupl_label"}
-
-    # Back to the first params: the stages downstream of the change are recomputed
-    # from scratch (no run cache), and give the first run's metrics to the last bit.
-    params["classifier"]["epochs"] = epochs
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    back = dvc(project, "repro", "--no-run-cache")
-    assert ran_and_skipped(back.stdout)[0] == {"train_classifier", "evaluate"}
-    assert read_metrics(project) == metrics_first
+    assert read_metrics(project) != metrics_first  # the rerun wrote its own metrics
