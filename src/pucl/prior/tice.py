@@ -7,8 +7,9 @@ S of the pool, the share of labelled rows L_S / |S| is c times the share of posi
 S: at most c, and equal to c where S holds no negatives. TIcE searches such subsets among
 the nodes of a decision tree grown to tell labelled rows from unlabeled ones.
 
-1. Each side is subsampled to at most `max_per_side` rows and projected on `pca_dim`
-   principal components (fitted on the pool); the rows are dealt into `folds` folds.
+1. Both sides are projected on `pca_dim` principal components fitted on all their rows
+   and subsampled to at most `max_per_side` rows each (KM2's `prepare_features`); the
+   rows are dealt into `folds` folds.
 2. For each fold k, a tree (scikit-learn's CART, entropy on the label, leaves of at least
    `min_leaf` rows, at most `max_leaves` leaves) is grown on the other folds. Its nodes,
    the root included, are the candidate subsets; L_S and |S| are counted on fold k, rows
@@ -36,10 +37,10 @@ from __future__ import annotations
 
 import numpy as np
 from pydantic import Field
-from sklearn.decomposition import PCA
 from sklearn.tree import DecisionTreeClassifier
 
 from pucl.prior.base import PRIOR_ESTIMATORS, PriorEstimator
+from pucl.prior.km2 import prepare_features
 from pucl.registry import EntryParams
 
 
@@ -119,12 +120,9 @@ class TIcE(PriorEstimator):
 
     def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
         rng = np.random.default_rng(self.random_state)
-        U, P = (side[np.sort(rng.choice(len(side), self.max_per_side, replace=False))]
-                if len(side) > self.max_per_side else side for side in (U, P))
+        U, P = prepare_features(U, P, self.pca_dim, self.max_per_side, rng)  # as KM2's
         pool = np.concatenate([P, U])
         s = np.r_[np.ones(len(P), dtype=np.int64), np.zeros(len(U), dtype=np.int64)]
-        dim = min(self.pca_dim, pool.shape[1], len(pool))
-        pool = PCA(n_components=dim, random_state=0).fit_transform(pool)
         fold = np.empty(len(pool), dtype=np.int64)
         for side in (s == 1, s == 0):  # each side dealt evenly over the folds
             rows = np.flatnonzero(side)
@@ -142,11 +140,10 @@ class TIcE(PriorEstimator):
         # next ones the previous pass's mean estimate of c.
         c_variance = 0.5
         for _ in range(self.passes):
-            best = [int(np.argmax(candidate_bounds(labelled, size, self.delta, c_variance,
-                                                         self.min_leaf)))
-                    for labelled, size, _, _ in counts]
-            label_frequencies = [float(lower_bounds(labelled, size, self.delta, c_variance)[b])
-                                 for (labelled, size, _, _), b in zip(counts, best, strict=True)]
+            bounds = [candidate_bounds(labelled, size, self.delta, c_variance, self.min_leaf)
+                      for labelled, size, _, _ in counts]
+            best = [int(np.argmax(b)) for b in bounds]
+            label_frequencies = [float(b[i]) for b, i in zip(bounds, best, strict=True)]
             c_variance = min(max(float(np.mean(label_frequencies)), 1e-3), 0.5)
         estimates = [prior_from_label_frequency(c, n_p, n_u)
                      for c, (_, _, n_p, n_u) in zip(label_frequencies, counts, strict=True)]
