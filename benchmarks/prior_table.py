@@ -7,9 +7,9 @@ Runs the real build_split and estimate_prior stages (in-process, MLflow off) in 
 temporary directory, once per estimator, and writes reports/prior/prior.csv (one row per
 estimator and case: mean and std of the absolute error, n seeds, seconds per run) and
 reports/prior/prior_runs.csv (one row per run). KM1 comes out of the KM2 run, BBE and
-DEDPUL out of the auto run (the same held-out scores). Runs already in --out's
-prior_runs.csv stay unless this run measures the same estimator, case and seed, so
-`--estimators tedn` adds a row per case to the table.
+DEDPUL out of the bbe_dedpul run (the same held-out scores), tedn out of auto's. Runs
+already in --out's prior_runs.csv stay unless this run measures the same estimator, case
+and seed, so `--estimators tice` adds a row per case to the table.
 """
 
 from __future__ import annotations
@@ -34,10 +34,12 @@ CASES = {
     "fmnist-i": {"data.dataset": "fmnist", "data.task": "fmnist-i"},  # prior 0.3
     "fmnist-ii": {"data.dataset": "fmnist", "data.task": "fmnist-ii"},  # prior 0.7
 }
-# Estimators whose estimate is read from another's run: auto computes BBE and DEDPUL on
-# its held-out scores, and bbe / dedpul alone, with the same seed, compute the same
-# scores (tests/test_prior_heldout.py), so one run gives all three.
-READ_FROM = {"km2": {"km1": "km1"}, "auto": {"bbe": "bbe", "dedpul": "dedpul"}}
+# Estimators whose estimate is read from another's run: bbe_dedpul computes BBE and
+# DEDPUL on its held-out scores, and bbe / dedpul alone, with the same seed, compute the
+# same scores (tests/test_prior_heldout.py), so one run gives all three; auto is tedn
+# with the params defaults, so its run is tedn's too.
+READ_FROM = {"km2": {"km1": "km1"}, "bbe_dedpul": {"bbe": "bbe", "dedpul": "dedpul"},
+             "auto": {"tedn": "tedn"}}
 
 
 def run_case(case: str, overrides: dict, seed: int, estimator: str) -> list[dict]:

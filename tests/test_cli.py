@@ -107,6 +107,8 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeyp
     (["bench", "no-such-preset"], "unknown preset 'no-such-preset' (allowed: cifar-0, cifar-easy"),
     (["bench", "fmnist-i-1k", "--variants", "pucl_pupl,zz"], "unknown variant 'zz'"),
     (["bench", "fmnist-i-1k", "--seeds", "0,x"], "comma-separated integers"),
+    (["bench", "fmnist-i-1k", "--set", "prior.method=pen"], "'pen'"),
+    (["bench", "fmnist-i-1k", "--set", "prior.method"], "prior.method"),
 ])
 def test_bench_refuses_bad_presets_in_one_line(project, args, message):
     import shutil

@@ -1,4 +1,4 @@
-"""Held-out P-vs-U scores, DEDPUL and the default `auto` against independent expectations:
+"""Held-out P-vs-U scores, DEDPUL, their mean with BBE and TED^n against independent expectations:
 known mixture proportions, a naive fixed point written from DEDPUL's equation, invariants
 of the cross-fitting, and what they refuse."""
 
@@ -86,24 +86,40 @@ def test_heldout_scores_refuse_sides_too_small_for_the_folds():
                        HeldOutParams(folds=3), 0)
 
 
-@pytest.mark.parametrize("name", ["dedpul", "auto"])
+@pytest.mark.parametrize("name", ["dedpul", "bbe_dedpul", "auto"])
 def test_estimators_refuse_too_few_positives_naming_the_minimum(name):
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match=r"needs at least 10 samples per side \(5 per fold"):
         PRIOR_ESTIMATORS.create(name).fit(rng.normal(size=(100, 2)), rng.normal(size=(9, 2)))
 
 
-def test_auto_is_the_mean_of_bbe_and_dedpul_on_the_same_scores():
+def test_bbe_dedpul_is_the_mean_of_bbe_and_dedpul_on_the_same_scores():
     rng = np.random.default_rng(2)
     unlabeled = np.concatenate([rng.normal(1.5, 1, (600, 5)), rng.normal(-1.5, 1, (1400, 5))])
     positive = rng.normal(1.5, 1, (500, 5))
     fitted = {name: PRIOR_ESTIMATORS.create(name, random_state=4).fit(unlabeled, positive)
-              for name in ("auto", "bbe", "dedpul")}
-    auto = fitted["auto"]
-    assert auto.details_["bbe"] == pytest.approx(fitted["bbe"].prior_)
-    assert auto.details_["dedpul"] == pytest.approx(fitted["dedpul"].prior_)
-    assert auto.prior_ == pytest.approx((fitted["bbe"].prior_ + fitted["dedpul"].prior_) / 2)
-    assert abs(auto.prior_ - 0.3) < 0.05
+              for name in ("bbe_dedpul", "bbe", "dedpul")}
+    mean = fitted["bbe_dedpul"]
+    assert mean.details_["bbe"] == pytest.approx(fitted["bbe"].prior_)
+    assert mean.details_["dedpul"] == pytest.approx(fitted["dedpul"].prior_)
+    assert mean.prior_ == pytest.approx((fitted["bbe"].prior_ + fitted["dedpul"].prior_) / 2)
+    assert abs(mean.prior_ - 0.3) < 0.05
+
+
+def test_auto_is_tedn_and_reports_dedpul_on_the_same_cvir_scores():
+    """The default gives TED^n's estimate for the same settings and seed, and DEDPUL on
+    the very scores the CVIR rounds produced (recomputed here from heldout_scores)."""
+    rng = np.random.default_rng(3)
+    unlabeled = np.concatenate([rng.normal(2, 1, (300, 5)), rng.normal(-2, 1, (700, 5))])
+    positive = rng.normal(2, 1, (300, 5))
+    settings = {"classifier": "network", "max_steps": 40, "eval_every": 20, "batch_size": 32}
+    auto = PRIOR_ESTIMATORS.create("auto", random_state=2, **settings).fit(unlabeled, positive)
+    tedn = PRIOR_ESTIMATORS.create("tedn", random_state=2, **settings).fit(unlabeled, positive)
+    assert auto.prior_ == tedn.prior_ == auto.details_["tedn"]
+    assert len(auto.details_["heldout_cvir_alphas"][0]) == HeldOutParams().cvir_rounds
+    scores = heldout_scores(unlabeled, positive, (5,), HeldOutParams(**settings), 2, cvir=True)
+    expected, _ = dedpul_from_scores(scores, 0.05, 0.1)
+    assert auto.details_["dedpul_cvir"] == pytest.approx(expected)
 
 
 def test_the_network_classifier_learns_images_within_its_step_budget():
@@ -161,7 +177,7 @@ def test_tedn_without_rounds_is_bbe():
     assert tedn.prior_ == bbe.prior_
 
 
-@pytest.mark.parametrize("name", ["auto", "bbe", "dedpul", "tedn"])
+@pytest.mark.parametrize("name", ["auto", "bbe", "bbe_dedpul", "dedpul", "tedn"])
 def test_estimator_defaults_are_the_params_defaults(name):
     """scikit-learn needs the settings spelt out in __init__; they must not drift from
     the params.yaml schema's defaults (prior.heldout)."""

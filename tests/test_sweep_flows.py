@@ -64,14 +64,15 @@ def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, har
     as a user gets it), grouped by variant, the reference beside each."""
     preset = flows_env["root"] / "tiny-preset.yaml"
     preset.write_text(yaml.safe_dump({
-        "name": "tiny-bench", "seeds": [0, 1], "set": {"pretrain.epochs": 1},
+        "name": "tiny-bench", "seeds": [0, 1], "set": {"pretrain.epochs": 4},
         "variants": {"pucl_pupl": {"pretrain.loss": "pucl"},
                      "pucl_nnpu": {"pretrain.loss": "pucl", "classifier.objective": "nnpu",
                                    "classifier.prior": "oracle"}},
         "reference": {"pucl_pupl": 91.8}}))
     env_vars = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
     result = subprocess.run([sys.executable, "-m", "pucl.cli", "bench", str(preset),
-                             "--seeds", "0", "--variants", "pucl_pupl,pucl_nnpu"],
+                             "--seeds", "0", "--variants", "pucl_pupl,pucl_nnpu",
+                             "--set", "pretrain.epochs=1"],
                             cwd=flows_env["root"], capture_output=True, text=True, env=env_vars)
     assert result.returncode == 0, result.stderr[-3000:]
     table = pd.read_csv(flows_env["root"] / "data/runs/tiny-bench/comparison.csv")
@@ -87,6 +88,7 @@ def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, har
     assert sorted(r.data.tags["variant"] for r in tagged) == ["pucl_nnpu", "pucl_pupl"]
     nnpu = next(r for r in tagged if r.data.tags["variant"] == "pucl_nnpu")
     assert nnpu.data.params["classifier.objective"] == "nnpu"
+    assert {r.data.params["pretrain.epochs"] for r in tagged} == {"1"}  # --set over the preset
 
 
 def test_sweep_on_an_existing_dask_cluster(flows_env, harness):

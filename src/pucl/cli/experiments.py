@@ -12,6 +12,7 @@ from rich.table import Table
 
 from pucl import tracking
 from pucl.cli._common import (
+    SetOption,
     _fail,
     _frame_table,
     _ints,
@@ -166,9 +167,11 @@ def bench(
         help="task runner: processes | threads | dask")] = "processes",
     address: Annotated[str | None, typer.Option(
         help="scheduler address of an existing Dask cluster")] = None,
+    set_: SetOption = None,
 ) -> None:
     """Run a paper protocol (a preset) over its seeds through the sweep flow and print
     test accuracy as mean +- std per variant beside the paper's number (Table 3 style).
+    --set adds to the preset's `set`: every point gets it, unless its variant sets it.
     Without PRESET: list the presets."""
     from pucl.reporting import bench_table
     from pucl.sweep import load_sweep
@@ -185,6 +188,10 @@ def bench(
     try:
         spec = load_sweep(path)
         update: dict = {}
+        if set_:
+            from pucl.config import anchor_paths, parse_assignments
+
+            update["set"] = {**spec.set, **anchor_paths(parse_assignments(set_), Path.cwd())}
         if seeds:
             update["seeds"] = _ints(seeds)
         if variants:

@@ -8,7 +8,7 @@ of each side are dealt into `folds` folds and fold k is scored by a classifier t
 the others. A network stops training where its balanced P-vs-U loss on a validation slice
 of its own training part is lowest; the held-out fold plays no part in that choice.
 
-Settings: params.yaml `prior.heldout` (shared by bbe, dedpul, tedn and auto).
+Settings: params.yaml `prior.heldout` (shared by bbe, dedpul, bbe_dedpul, tedn and auto).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class HeldOutParams(EntryParams):
     cvir_rounds: int = Field(3, ge=0, description="tedn, network: CVIR rounds after the "
                              "early-stopped fit; each drops the top BBE-estimate share of U "
                              "from the negatives, then trains on (tedn.py)")
-    cvir_epochs: int = Field(3, ge=1, description="tedn: epochs per round (steps of a pass "
+    cvir_epochs: int = Field(1, ge=1, description="tedn: epochs per round (steps of a pass "
                              "over U, batches drawn from the rows kept)")
     pca_dim: int = Field(50, ge=1, description="logistic: principal components it sees")
     C: float = Field(1.0, gt=0.0, description="logistic: inverse L2 strength")
@@ -286,17 +286,17 @@ def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, P: np.ndarray, U: 
 
 
 class HeldOutEstimator(PriorEstimator):
-    """Base of the estimators that read held-out P-vs-U scores (bbe, dedpul, auto, tedn):
-    their settings are HeldOutParams' fields (the same defaults: tests/test_prior_heldout.py);
-    subclasses implement `_from_scores(scores) -> (prior, details)` and say whether their
-    scorer goes on with CVIR rounds (`cvir`)."""
+    """Base of the estimators that read held-out P-vs-U scores (bbe, dedpul, bbe_dedpul,
+    tedn, auto): their settings are HeldOutParams' fields (the same defaults:
+    tests/test_prior_heldout.py); subclasses implement `_from_scores(scores) -> (prior,
+    details)` and say whether their scorer goes on with CVIR rounds (`cvir`)."""
 
     cvir = False
 
     def __init__(self, classifier: str = "auto", folds: int = 2, validation: float = 0.2,
                  batch_size: int = 256, max_steps: int = 1500, eval_every: int = 50,
                  patience: int = 4, lr: float = 1e-3, weight_decay: float = 1e-4,
-                 shift: int = 2, cvir_rounds: int = 3, cvir_epochs: int = 3,
+                 shift: int = 2, cvir_rounds: int = 3, cvir_epochs: int = 1,
                  pca_dim: int = 50, C: float = 1.0, gamma: float = 0.01,
                  delta: float = 0.1, bandwidth_u: float = 0.05, bandwidth_p: float = 0.1,
                  random_state: int | None = 0, progress: bool = False):
