@@ -59,7 +59,7 @@ class _KernelMean(PriorEstimator):
 
 @PRIOR_ESTIMATORS.register("km2", params=KernelMeanParams, params_key="km")
 class KM2(_KernelMean):
-    """KM2: kernel mean embedding, threshold from the slope of d(lambda) at 1 (default)."""
+    """KM2: kernel mean embedding, threshold from the slope of d(lambda) at 1."""
 
     pick = "km2"
 
