@@ -68,6 +68,8 @@ CASES = [
     Case("neighbours above the training rows", _stage("train_classifier"),
          "classifier.neighbours = 100000 exceeds the 4000 training rows (allowed: 0 to 4000)",
          params={"classifier": {"neighbours": 100000}}),
+    Case("unknown test-time view", PUCL + ["check"], "invalid parameter 'evaluate.tta'",
+         params={"evaluate": {"tta": "rotate"}}),
     Case("params not YAML", PUCL + ["repro"], "is not valid YAML", params_text="pretrain: [\n"),
     Case("params not a mapping", PUCL + ["repro"], "must hold a mapping",
          params_text="- a\n- b\n"),

@@ -144,9 +144,10 @@ def test_encoder_part_is_lenets_conv_trunk_and_shares_its_weights():
 
 def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, tracking_uri,
                                                                   monkeypatch):
-    """classifier.features: trunk, with neighbour smoothing. The fine-tuned trunk and the
-    head on its 256-d features give evaluate's accuracy, recomputed here from the saved
-    files and a naive smoothing over the training rows; the FC layers the head does not
+    """classifier.features: trunk, with neighbour smoothing and mirror views (evaluate.tta:
+    hflip). The fine-tuned trunk and the head on its 256-d features give evaluate's
+    accuracy, recomputed here from the saved files, a naive smoothing over the training
+    rows and the mean over each test image and its mirror; the FC layers the head does not
     read stay as pretrained."""
     import pandas as pd
 
@@ -156,7 +157,7 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
 
     params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
                                      "finetune_epochs": 1, "features": "trunk",
-                                     "neighbours": 5})
+                                     "neighbours": 5}, evaluate={"tta": "hflip"})
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))
     for name in STAGES:
@@ -177,20 +178,27 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
     data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
     bank_rows = train.loc[train["in_u"] | (train["pu"] == 1), "index"].to_numpy()
 
-    def trunk(rows):
+    def trunk(rows, mirror=False):
         with torch.no_grad():
             tuned.eval()
             x = torch.from_numpy(data.x_train[rows] if rows is not None else
                                  data.x_test[test["index"].to_numpy()])
+            x = x.flip(-1) if mirror else x  # evaluate.tta: hflip
             return tuned.encoder.features(normalize(to_unit_float(x))).numpy()
 
-    scores = naive_smoothed(head.base, trunk(np.sort(bank_rows)), trunk(None), 5)
+    def accuracy(scores):
+        return float(((scores >= 0.5) == test["y"].to_numpy()).mean())
+
+    bank = trunk(np.sort(bank_rows))
+    views = [trunk(None), trunk(None, mirror=True)]
+    smoothed = [naive_smoothed(head.base, bank, view, 5) for view in views]
     metrics = read_metrics(project)
-    expected = float(((scores >= 0.5) == test["y"].to_numpy()).mean())
-    assert metrics["accuracy"] == pytest.approx(expected, abs=1e-9)
-    own = head.base.positive_score(trunk(None)) >= 0.5  # the head alone, beside it
-    assert metrics["accuracy_unsmoothed"] == pytest.approx(
-        float((own == test["y"].to_numpy()).mean()), abs=1e-9)
+    assert metrics["accuracy"] == pytest.approx(accuracy((smoothed[0] + smoothed[1]) / 2),
+                                                abs=1e-9)
+    assert metrics["accuracy_one_view"] == pytest.approx(accuracy(smoothed[0]), abs=1e-9)
+    own = [head.base.positive_score(view) for view in views]  # the head alone, beside it
+    assert metrics["accuracy_unsmoothed"] == pytest.approx(accuracy((own[0] + own[1]) / 2),
+                                                           abs=1e-9)
     assert 0.5 <= metrics["knn_accuracy_trunk"] <= 1.0
 
 

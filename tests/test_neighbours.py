@@ -107,6 +107,28 @@ def test_describe_and_rebuild_round_trip_and_serve():
                                    again.positive_score(normalize(x).numpy()), atol=1e-6)
 
 
+def test_the_served_classifier_averages_an_image_and_its_mirror():
+    """mirror=True: the mean of the two single-view scores, computed here view by view;
+    an image that is its own mirror scores as it does alone."""
+    from pucl.data.augment import normalize
+
+    torch.manual_seed(0)
+    encoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1 * 4 * 6, 5))
+    head = random_head(5, 2)
+    plain = PUClassifier(encoder, head).eval()
+    mirrored = PUClassifier(encoder, head, mirror=True).eval()
+    x = torch.rand(7, 1, 4, 6)
+    with torch.no_grad():
+        by_hand = [torch.softmax(head(encoder(normalize(v))), dim=1)[:, 1]
+                   for v in (x, x[..., torch.arange(5, -1, -1)])]
+        np.testing.assert_allclose(mirrored(x).numpy(), ((by_hand[0] + by_hand[1]) / 2).numpy(),
+                                   atol=1e-6)
+        assert not torch.allclose(mirrored(x), plain(x))  # the mirror changed something
+        symmetric = torch.cat([x[..., :3], x[..., :3].flip(-1)], dim=-1)
+        np.testing.assert_allclose(mirrored(symmetric).numpy(), plain(symmetric).numpy(),
+                                   atol=1e-6)
+
+
 @pytest.mark.parametrize("k", [0, 65])
 def test_k_outside_the_bank_is_refused(k):
     bank = torch.zeros(64, 3)

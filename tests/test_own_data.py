@@ -161,6 +161,22 @@ def test_tabular_npz_without_u_labels_runs_every_stage(tmp_path, tracking_uri, m
     assert split["n_p"] == 150 and split["prior_u_true"] is None
 
 
+def test_mirror_views_of_feature_rows_are_refused_before_any_stage(tmp_path):
+    from pucl.errors import ParamsError
+    from pucl.stages.preflight import check_inputs
+    from pucl.stages.runner import resolve_params
+
+    params = tiny_params(data={"dataset": "npz", "task": "given", "path": "own.npz"},
+                         pretrain={"encoder": "mlp"}, evaluate={"tta": "hflip"})
+    project = make_project(tmp_path / "proj", params)
+    tabular_npz(project / "own.npz", np.random.default_rng(0))
+    with pytest.raises(ParamsError, match=r"^evaluate.tta = 'hflip' mirrors images, but npz "
+                                          r"rows have shape \[8\] \(allowed for feature "
+                                          r"rows: none\)$"):
+        check_inputs(resolve_params(project, {}), project)
+    assert not (project / "data" / "split").exists()
+
+
 def test_image_folder_runs_every_stage(tmp_path, tracking_uri, monkeypatch):
     params = tiny_params(data={"dataset": "folder", "task": "given", "path": "imgs"},
                          pretrain={"encoder": "lenet5", "epochs": 2, "batch_size": 64},

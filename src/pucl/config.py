@@ -209,6 +209,9 @@ class ClassifierParams(_MethodSection):
 
 
 class EvaluateParams(_Section):
+    # Test-time views (pucl.classify.deployable): hflip scores each image and its mirror
+    # image and averages the two; the logged classifier does the same. Images only.
+    tta: Literal["none", "hflip"] = Field("none", description="views averaged per test row")
     knn_k: int = Field(20, ge=1)
     knn_inputs: bool = Field(True, description="also run the kNN probe on the flattened "
                              "inputs (knn_accuracy_inputs), the baseline for knn_accuracy")

@@ -1,7 +1,8 @@
 """Stage evaluate: test metrics, oracle diagnostics, ROC curve and embedding map.
 
 `metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split
-(and accuracy_unsmoothed, the head's own, when classifier.neighbours smooths it);
+(and accuracy_unsmoothed, the head's own, when classifier.neighbours smooths it;
+accuracy_one_view, without the mirror image, when evaluate.tta averages it in);
 prior_estimate / prior_true / prior_abs_error; and ORACLE diagnostics that read true
 training labels, which the method never sees: pseudo_label_accuracy (PUPL labels vs the
 truth on U) and knn_accuracy (kNN of frozen encoder features with true labels), beside
@@ -118,11 +119,18 @@ def run(ctx: StageContext) -> dict:
     y_test = test["y"].to_numpy().astype(np.int64)
     f_head = (f_test if classifier_model is model and reads == "encoder"
               else embed(classifier_model, x_test, reads, device))
-    score = head.positive_score(f_head)
+    views = [f_head]
+    if p.tta == "hflip":  # the mirror images' features: flip the width axis
+        views.append(embed(classifier_model, np.ascontiguousarray(x_test[..., ::-1]), reads,
+                           device))
+    score = np.mean([head.positive_score(f) for f in views], axis=0)
     metrics = classification_metrics(y_test, score)
     if isinstance(head, NeighbourHead):  # what the smoothing bought, on the same head
         metrics["accuracy_unsmoothed"] = classification_metrics(
-            y_test, head.base.positive_score(f_head))["accuracy"]
+            y_test, np.mean([head.base.positive_score(f) for f in views], axis=0))["accuracy"]
+    if len(views) > 1:  # what the mirror bought
+        metrics["accuracy_one_view"] = classification_metrics(
+            y_test, head.positive_score(f_head))["accuracy"]
 
     prior = ctx.read_json("prior", FINAL_PRIOR)
     pseudo = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
@@ -181,6 +189,7 @@ def run(ctx: StageContext) -> dict:
     # The deployable classifier (encoder + head) as an MLflow model with its signature.
     example = unit_scale(data.x_test[test["index"].to_numpy()[:8]]).astype(np.float32)
     ctx.run.log_pytorch_model(PUClassifier(encoder_part(classifier_model.encoder, reads),
-                                           head).eval(), "classifier", example)
+                                           head, mirror=p.tta == "hflip").eval(),
+                              "classifier", example)
     return metrics
 

@@ -114,6 +114,9 @@ def check_inputs(params: Params, root: Path) -> None:
     elif params.split.scenario == "single_dataset" and params.split.n_p >= len(kept):
         raise DataError(f"split.n_p = {params.split.n_p} labels every training row: with "
                         "scenario single_dataset the unlabeled set U would be empty")
+    if params.evaluate.tta == "hflip" and len(shape) != 3:
+        raise ParamsError(f"evaluate.tta = 'hflip' mirrors images, but {params.data.dataset} "
+                          f"rows have shape {list(shape)} (allowed for feature rows: none)")
     p = params.pretrain
     problem = _encoder_fits(p.encoder, shape, p.proj_hidden, p.proj_dim)
     if problem:
