@@ -107,6 +107,21 @@ def test_neighbours_smooth_the_scores_of_the_same_head():
     np.testing.assert_allclose(smooth.predict_proba(new)[:, 1], expected, atol=1e-5)
 
 
+def test_mirror_averages_the_scores_of_each_image_and_its_mirror():
+    """mirror=True scores as the mean of the same fitted model's scores, without the
+    mirror, of the images and of their left-right flips (computed here)."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 256, size=(64, 1, 12, 12), dtype=np.uint8)
+    s = (np.arange(64) % 4 == 0).astype(np.int64)
+    clf = PUClassifier(prior=0.4, epochs=1, batch_size=32, head_epochs=5,
+                       mirror=True).fit(x, s)
+    mirrored = clf.predict_proba(x[:16])[:, 1]
+    clf.set_params(mirror=False)
+    alone, flipped = clf.predict_proba(x[:16])[:, 1], clf.predict_proba(x[:16, ..., ::-1])[:, 1]
+    np.testing.assert_allclose(mirrored, (alone + flipped) / 2, atol=1e-6)
+    assert not np.allclose(alone, flipped)  # the mirror is not a no-op here
+
+
 def test_pu_classifier_learns_images_with_the_pupl_objective():
     from pucl.data import load_dataset
 
@@ -128,12 +143,14 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
     ({"loss": "simclr"}, "loss must be one of .*pucl.*, got 'simclr'"),
     ({"encoder": "vit"}, "encoder must be auto or one of cnn7, lenet5, lenet5_wide, mlp, "
                          "resnet18, got 'vit'"),
-    ({"prior": "km9"}, "prior must be a number in \\(0, 1\\) or one of auto, bbe, dedpul, km1, "
-                       "km2, tedn, tice, got 'km9'"),
+    ({"prior": "km9"}, "prior must be a number in \\(0, 1\\) or one of auto, bbe, bbe_dedpul, "
+                       "dedpul, km1, km2, tedn, tice, got 'km9'"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
     ({"neighbours": -1}, "neighbours must be an integer >= 0, got -1"),
     ({"neighbours": 51}, "neighbours = 51 exceeds the 50 training rows \\(allowed: 0 to 50\\)"),
+    ({"mirror": True}, "mirror=True averages each image with its mirror image, but X has "
+                       "feature rows of shape \\[10\\] \\(allowed for feature rows: False\\)"),
 ])
 def test_pu_classifier_refuses_bad_settings_in_fit(bad, message):
     x, _, s = tabular_pu(50)

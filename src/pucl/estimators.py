@@ -64,6 +64,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         k > 0: a row's score is the mean of the head's score for it and for its k nearest
         training rows (cosine similarity of encoder features); the training features are
         kept for this. 0: the head's own score.
+    mirror : bool, default=False
+        Images only: a row's score is the mean of its score and its left-right mirror
+        image's (`evaluate.tta: hflip` in the pipeline), for classes a mirror keeps.
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0
@@ -85,8 +88,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  weight_decay: float = 1e-5, temperature: float = 0.5, proj_dim: int = 128,
                  proj_hidden: int = 256, augment: dict | None = None,
                  objective: str = "nnpu", head_epochs: int = 100, head_lr: float = 1e-2,
-                 neighbours: int = 0, threshold: float = 0.5, random_state: int = 0,
-                 progress: bool = False):
+                 neighbours: int = 0, mirror: bool = False, threshold: float = 0.5,
+                 random_state: int = 0, progress: bool = False):
         self.prior = prior
         self.loss = loss
         self.encoder = encoder
@@ -102,6 +105,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.head_epochs = head_epochs
         self.head_lr = head_lr
         self.neighbours = neighbours
+        self.mirror = mirror
         self.threshold = threshold
         self.random_state = random_state
         self.progress = progress
@@ -146,7 +150,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                                 dtype=None)
             if arr.dtype != np.uint8:
                 arr = arr.astype(np.float32)
-            return arr
+            return np.ascontiguousarray(arr)  # views such as x[..., ::-1] included
         arr = validate_data(self, X, reset=reset, dtype=[np.float32, np.float64],
                             ensure_min_samples=4 if reset else 1)
         return np.ascontiguousarray(arr, dtype=np.float32)
@@ -188,6 +192,10 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self._check_params()
         x = self._inputs(X, reset=True)
         self.classes_, s = self._pu_labels(y, len(x))
+        if self.mirror and x.ndim != 4:
+            raise ValueError(f"mirror=True averages each image with its mirror image, but X "
+                             f"has feature rows of shape {list(x.shape[1:])} (allowed for "
+                             "feature rows: False)")
         if self.neighbours > len(x):
             raise ValueError(f"neighbours = {self.neighbours} exceeds the {len(x)} training "
                              f"rows (allowed: 0 to {len(x)})")
@@ -247,8 +255,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         """[P(y = 0 | x), P(y = 1 | x)] per row."""
         check_is_fitted(self, "head_")
         x = self._inputs(X, reset=False)
-        positive = self.head_.positive_score(embed(self.model_, x, "encoder"))
-        positive = positive.astype(np.float64)
+        views = [x, np.ascontiguousarray(x[..., ::-1])] if self.mirror else [x]
+        positive = np.mean([self.head_.positive_score(embed(self.model_, v, "encoder"))
+                            for v in views], axis=0).astype(np.float64)
         return np.column_stack([1.0 - positive, positive])
 
     def decision_function(self, X: Any) -> np.ndarray:
