@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
 from pucl.classify.neighbours import NeighbourHead
 from pucl.data.augment import make_augment
-from pucl.features import embed
+from pucl.features import embed, scoring_views
 from pucl.losses import CONTRASTIVE_LOSSES, make_loss
 from pucl.models import ENCODERS, ContrastiveModel
 from pucl.pretraining import PRETRAINING_METHODS, PretrainJob
@@ -255,9 +255,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         """[P(y = 0 | x), P(y = 1 | x)] per row."""
         check_is_fitted(self, "head_")
         x = self._inputs(X, reset=False)
-        views = [x, np.ascontiguousarray(x[..., ::-1])] if self.mirror else [x]
         positive = np.mean([self.head_.positive_score(embed(self.model_, v, "encoder"))
-                            for v in views], axis=0).astype(np.float64)
+                            for v in scoring_views(x, self.mirror)], axis=0).astype(np.float64)
         return np.column_stack([1.0 - positive, positive])
 
     def decision_function(self, X: Any) -> np.ndarray:

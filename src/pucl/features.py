@@ -23,6 +23,13 @@ def encoder_part(encoder: torch.nn.Module, which: str) -> torch.nn.Module:
     return encoder
 
 
+def scoring_views(images: np.ndarray, mirror: bool) -> list[np.ndarray]:
+    """The views a test image is scored on: itself, and with `mirror` its left-right
+    mirror image (evaluate.tta: hflip; PUClassifier(mirror=True)), made contiguous for
+    torch."""
+    return [images, np.ascontiguousarray(images[..., ::-1])] if mirror else [images]
+
+
 @torch.no_grad()
 def embed(
     model: ContrastiveModel,

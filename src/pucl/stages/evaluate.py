@@ -38,6 +38,7 @@ from pucl.features import (  # noqa: E402
     encoder_part,
     input_features,
     raw_projections,
+    scoring_views,
 )
 from pucl.io import read_table, save_figure, write_json, write_table
 from pucl.metrics import (  # noqa: E402
@@ -119,10 +120,8 @@ def run(ctx: StageContext) -> dict:
     y_test = test["y"].to_numpy().astype(np.int64)
     f_head = (f_test if classifier_model is model and reads == "encoder"
               else embed(classifier_model, x_test, reads, device))
-    views = [f_head]
-    if p.tta == "hflip":  # the mirror images' features: flip the width axis
-        views.append(embed(classifier_model, np.ascontiguousarray(x_test[..., ::-1]), reads,
-                           device))
+    views = [f_head] + [embed(classifier_model, mirrored, reads, device)
+                        for mirrored in scoring_views(x_test, p.tta == "hflip")[1:]]
     score = np.mean([head.positive_score(f) for f in views], axis=0)
     metrics = classification_metrics(y_test, score)
     if isinstance(head, NeighbourHead):  # what the smoothing bought, on the same head
