@@ -40,7 +40,7 @@ run: $(STAMP)  ## install, then run the whole pipeline on the embedded data
 # module-scoped fixtures (a finished project, a Prefect server) are built once.
 # PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= auto
-PYTEST = $(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST = $(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: lint  ## install, then lint (ruff, import layers) and run the fast test suite
 	$(PYTEST)

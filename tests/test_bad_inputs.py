@@ -101,7 +101,7 @@ def finished(tmp_path_factory):
         mp.setenv("PUCL_ROOT", str(root))
         mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{base / 'mlflow.db'}")
         mp.setenv("PATH", python_path())
-        for name in STAGES:  # in this process (tests/test_dvc_pipeline runs dvc repro)
+        for name in STAGES:  # in this process (test_flows.py runs dvc repro)
             stage(root, name)
         dvc(root, "commit", "--force")  # dvc.lock and the cache, as dvc repro leaves them
         assert dvc(root, "status").stdout.strip().endswith("up to date.")

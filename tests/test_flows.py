@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import pytest
 import torch
 import yaml
 
-from tests.helpers import STAGES, artifact_paths, children, dvc, runs
+from tests.helpers import STAGES, artifact_paths, children, dvc, read_metrics, run, runs
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -28,9 +30,13 @@ def executions(flows_env, harness):
     """The same tiny params run twice: by plain `dvc repro` and by the pipeline flow."""
     from pucl.flows.pipeline import pipeline
 
-    dvc(flows_env["root"], "repro")
-    summary = pipeline(run_name="flow-run", project=str(flows_env["root"]), progress=False)
-    return {"flow": summary}
+    root = flows_env["root"]
+    first = dvc(root, "repro").stdout
+    # a copy as the repro left it, for test_repro_is_idempotent_and_selective
+    repro_copy = root.parent / "repro-copy"
+    shutil.copytree(root, repro_copy)
+    summary = pipeline(run_name="flow-run", project=str(root), progress=False)
+    return {"flow": summary, "first_repro": first, "repro_copy": repro_copy}
 
 
 def test_pipeline_flow_gives_the_metrics_of_dvc_repro(flows_env, executions):
@@ -219,3 +225,33 @@ def test_only_transient_errors_are_retried():
     assert retry_if_transient(None, None, failed(ValueError("bug"))) is False
 
 
+
+
+def ran_and_skipped(output: str) -> tuple[set[str], set[str]]:
+    ran = set(re.findall(r"Running stage '([^']+)'", output))
+    skipped = set(re.findall(r"Stage '([^']+)' didn't change", output))
+    return ran, skipped
+
+
+def test_repro_is_idempotent_and_selective(executions, tmp_path):
+    """`dvc repro` ran every stage; on the unchanged project it runs none; a change to the
+    classifier reruns it and what follows, nothing before it. (On a copy of the project
+    as the first repro left it, tracked in a store of its own: this module's other tests
+    count the runs of theirs.)"""
+    assert ran_and_skipped(executions["first_repro"])[0] == set(STAGES)
+    project = executions["repro_copy"]
+    env = {"PUCL_ROOT": str(project), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"}
+    metrics_first = read_metrics(project)
+    status = run([sys.executable, "-m", "dvc", "status", "--json"], project, env=env)
+    assert status.stdout.strip() in ("{}", "")
+    again = run([sys.executable, "-m", "dvc", "repro"], project, env=env)
+    assert ran_and_skipped(again.stdout)[0] == set()
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["classifier"]["epochs"] += 1
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    changed = run([sys.executable, "-m", "dvc", "repro"], project, env=env)
+    ran, skipped = ran_and_skipped(changed.stdout)
+    assert ran == {"train_classifier", "evaluate"}
+    assert skipped == set(STAGES) - ran
+    assert read_metrics(project) != metrics_first  # the rerun wrote its own metrics
