@@ -144,8 +144,8 @@ def test_encoder_part_is_lenets_conv_trunk_and_shares_its_weights():
 
 def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, tracking_uri,
                                                                   monkeypatch):
-    """classifier.features: trunk, with neighbour smoothing and mirror views (evaluate.tta:
-    hflip). The fine-tuned trunk and the head on its 256-d features give evaluate's
+    """classifier.features: trunk, with neighbour smoothing, self-training and mirror views
+    (evaluate.tta: hflip). The fine-tuned trunk and the head on its 256-d features give evaluate's
     accuracy, recomputed here from the saved files, a naive smoothing over the training
     rows and the mean over each test image and its mirror; the FC layers the head does not
     read stay as pretrained."""
@@ -157,7 +157,8 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
 
     params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
                                      "finetune_epochs": 1, "features": "trunk",
-                                     "neighbours": 5}, evaluate={"tta": "hflip"})
+                                     "neighbours": 5, "self_train_epochs": 1},
+                         evaluate={"tta": "hflip"})
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))
     for name in STAGES:
@@ -174,6 +175,16 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
     assert summary["features"] == "trunk" and summary["neighbours"] == 5
 
     manifest = pd.read_parquet(project / "data/split/manifest.parquet")
+    # self-training (classifier.self_train_epochs): the prior's share of U called positive,
+    # 80% of each side kept; its epoch follows the fine-tuning epoch in the history
+    n_u = int(manifest["in_u"].sum())
+    n_pos = round(summary["prior"] * n_u)
+    kept = (round(0.8 * n_pos), round(0.8 * (n_u - n_pos)))
+    assert summary["self_train"] == {"epochs": 1, "keep": 0.8, "unlabeled_kept": sum(kept),
+                                     "unlabeled_positive_share": pytest.approx(
+                                         kept[0] / sum(kept))}
+    history = pd.read_csv(project / "data/classifier/history.csv")
+    assert list(history["phase"]) == ["head"] * 3 + ["finetune", "self_train"]
     test, train = manifest[manifest["split"] == "test"], manifest[manifest["split"] == "train"]
     data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
     bank_rows = train.loc[train["in_u"] | (train["pu"] == 1), "index"].to_numpy()

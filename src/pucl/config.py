@@ -199,6 +199,15 @@ class ClassifierParams(_MethodSection):
     # own and its k nearest training rows' scores. 0 keeps the head's own score.
     neighbours: int = Field(0, ge=0, description="k nearest training rows whose scores "
                             "each score is averaged with (0: off)")
+    # Self-training (pucl.classify.self_train): after fine-tuning, the network learns with
+    # cross-entropy from its own rank pseudo-labels of U (the prior's share positive) and
+    # the labelled positives; self_train_keep is the share of each side kept, most
+    # certain first. Needs a PU or pseudo-label objective (not method_head).
+    self_train_epochs: int = Field(0, ge=0, description="epochs of cross-entropy on the "
+                                   "classifier's own pseudo-labels of U (0: off)")
+    self_train_keep: float = Field(0.8, gt=0.0, le=1.0, description="share of U's pseudo-"
+                                   "positives and of its pseudo-negatives kept, most certain "
+                                   "first")
 
     @field_validator("prior")
     @classmethod

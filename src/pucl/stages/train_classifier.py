@@ -6,12 +6,14 @@ PUPL pseudo-labels; `nnpu` / `upu` the PU risks on labelled positives vs U with 
 of `classifier.prior`; `naive_ce` cross-entropy with U as negative. With
 `classifier.finetune_epochs` > 0 the encoder and the trained head then learn together on
 the same objective (pretraining's augmentations), and `head.pt` also holds the fine-tuned
-encoder. With `classifier.neighbours` = k > 0 the head's scores are smoothed over the k
-nearest training rows, whose features and scores `head.pt` then holds. Outputs `head.pt`,
-`history.csv` (head epochs, then fine-tuning epochs) and `summary.json` (objective, prior
-used and its source, fine-tuning epochs, features, neighbours, and `degenerate`: why the
-head calls every training row one class, else null; also a warning and the metric
-`classifier_degenerate`)."""
+encoder. With `classifier.self_train_epochs` > 0 (PU objectives) they then learn with
+cross-entropy from the classifier's own confident rank pseudo-labels of U. With
+`classifier.neighbours` = k > 0 the head's scores are smoothed over the k nearest
+training rows, whose features and scores `head.pt` then holds. Outputs `head.pt`,
+`history.csv` (head, fine-tuning and self-training epochs) and `summary.json` (objective,
+prior used and its source, fine-tuning epochs, features, neighbours, self-training's
+rows, and `degenerate`: why the head calls every training row one class, else null; also
+a warning and the metric `classifier_degenerate`)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from pucl.classify.heads import describe
 from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
 from pucl.classify.neighbours import NeighbourHead
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
+from pucl.classify.self_train import confident_pseudo_labels
 from pucl.data.augment import make_augment
 from pucl.errors import DataError, ParamsError
 from pucl.features import embed, encoder_part
@@ -105,6 +108,13 @@ def run(ctx: StageContext) -> dict:
         head.cpu()
         encoder_state = {k: v.cpu() for k, v in model.encoder.state_dict().items()}
         features = embed(model, data.x_train[rows], p.features, device)
+    if p.self_train_epochs:
+        tuned, summary["self_train"] = _self_train(ctx, data, model, head, features, rows,
+                                                   tune, generator, device)
+        losses = [*losses, *tuned]
+        head.cpu()
+        encoder_state = {k: v.cpu() for k, v in model.encoder.state_dict().items()}
+        features = embed(model, data.x_train[rows], p.features, device)
     if p.neighbours:
         head = NeighbourHead(head, torch.from_numpy(features), p.neighbours)
     predicted = head.positive_score(features) >= 0.5
@@ -119,10 +129,12 @@ def run(ctx: StageContext) -> dict:
     with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
         torch.save({"head": describe(head), "encoder_state": encoder_state,
                     "features": p.features}, tmp)
+    tuning = p.finetune_epochs + p.self_train_epochs
     write_table(ctx.path("classifier", "history.csv"),
                 pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": losses,
-                              "phase": ["head"] * (len(losses) - p.finetune_epochs)
-                              + ["finetune"] * p.finetune_epochs}))
+                              "phase": ["head"] * (len(losses) - tuning)
+                              + ["finetune"] * p.finetune_epochs
+                              + ["self_train"] * p.self_train_epochs}))
     write_json(ctx.path("classifier", "summary.json"), summary)
     for i, loss in enumerate(losses, start=1):
         if i % 10 == 0 or i == len(losses):
@@ -140,3 +152,28 @@ def run(ctx: StageContext) -> dict:
         metrics["classifier_prior"] = summary["prior"]
     return metrics
 
+
+def _self_train(ctx: StageContext, data, model, head, features: np.ndarray, rows: np.ndarray,
+                tune: dict, generator: torch.Generator, device: torch.device
+                ) -> tuple[list[float], dict]:
+    """Fine-tune encoder and head with cross-entropy on the labelled positives and the
+    head's confident rank pseudo-labels of U (pucl.classify.self_train); returns the
+    per-epoch losses and what was trained on."""
+    p = ctx.params.classifier
+    positive, unlabeled = tune["positive"].numpy(), tune["unlabeled"].numpy()
+    scorer = NeighbourHead(head, torch.from_numpy(features), p.neighbours) \
+        if p.neighbours else head  # the scores the classifier will give
+    scores = scorer.positive_score(features[unlabeled])
+    chosen, pseudo = confident_pseudo_labels(scores, tune["prior"], p.self_train_keep)
+    at = np.concatenate([positive, unlabeled[chosen]])  # positions in `rows`
+    labels = np.concatenate([np.ones(len(positive), np.int64), pseudo])
+    losses = finetune(encoder_part(model.encoder, p.features), head,
+                      torch.from_numpy(data.x_train[rows[at]]),
+                      FinetuneSettings(p.self_train_epochs, p.finetune_lr, p.weight_decay,
+                                       p.batch_size),
+                      make_augment(ctx.params.pretrain.augment, data.is_tabular),
+                      generator, device, labels=torch.from_numpy(labels), kind="ce",
+                      progress=ctx.progress)
+    return losses, {"epochs": p.self_train_epochs, "keep": p.self_train_keep,
+                    "unlabeled_kept": int(len(chosen)),
+                    "unlabeled_positive_share": float(pseudo.mean())}
