@@ -20,7 +20,6 @@ import yaml
 from pucl.config import Params, apply_overrides, parse_params, read_yaml_mapping
 from pucl.io import atomic_path
 from pucl.stages import STAGES
-from pucl.stages._harness import execute, pipeline_run
 
 
 def stage_function(stage: str) -> Callable[..., dict]:
@@ -98,6 +97,8 @@ def write_snapshot(params: Params, workdir: Path) -> None:
 
 def call_stage(stage: str, params: Params, workdir: Path, progress: bool,
                parent_run_id: str | None) -> dict:
+    from pucl.stages._harness import execute  # torch, MLflow: not needed to read params
+
     return execute(stage, stage_function(stage), params, workdir, progress, parent_run_id)
 
 
@@ -107,6 +108,8 @@ def run_pipeline(params: Params, workdir: Path, name: str, tags: dict | None = N
                  stage_call: StageCall = call_stage) -> PipelineResult:
     """All stages in order with outputs under `workdir`, grouped under one parent MLflow
     run named `name` (itself nested under `parent_run_id`, e.g. a sweep)."""
+    from pucl.stages._harness import pipeline_run
+
     write_snapshot(params, workdir)
     with pipeline_run(params, name, entry, tags, parent_run_id) as parent:
         parent.log_artifact(workdir / "params.yaml")
