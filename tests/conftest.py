@@ -31,7 +31,7 @@ TINY_PARAMS = {
     "paths": {"pretrain_cache": None},
     "split": {"n_p": 200},
     "prior": {"km": {"max_per_side": 300, "bandwidth_multipliers": [0.3162, 0.5623, 1.0]},
-              "heldout": {"max_steps": 60, "eval_every": 20, "batch_size": 64,
+              "heldout": {"max_steps": 40, "eval_every": 20, "batch_size": 64,
                           "cvir_rounds": 1}},  # CVIR is test_prior_heldout's
     "pretrain": {"epochs": 2, "batch_size": 256},
     "pupl": {"kmeans": {"restarts": 3}},
