@@ -37,7 +37,8 @@ run: $(STAMP)  ## install, then run the whole pipeline on the embedded data
 	$(VENV)/bin/pucl repro
 
 # Tests run in parallel, one worker per core. A test file runs whole on one worker, so its
-# module-scoped fixtures (a finished project, a Prefect server) are built once.
+# module-scoped fixtures (a finished project, a Prefect server) are built once; files go
+# out longest first (tests/conftest.py: SLOWEST_FIRST), not by xdist's count of tests.
 # PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= auto
 PYTEST = $(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
