@@ -52,9 +52,27 @@ def tiny_params(**overrides) -> dict:
     return deep_update(deep_update(raw, TINY_PARAMS), overrides)
 
 
+_EMPTY_STORE: list[Path] = []  # one per test process, made on first use
+
+
+def new_store(path: Path) -> str:
+    """The sqlite URI of a new, empty MLflow store at `path`. MLflow takes about 2 s to
+    create the tables of a store, and tests create dozens: each gets a copy of one store
+    made by MLflow itself in this process."""
+    if not _EMPTY_STORE:
+        from mlflow.tracking import MlflowClient
+
+        made = Path(tempfile.mkdtemp(prefix="pucl-tests-mlflow-")) / "empty.db"
+        MlflowClient(f"sqlite:///{made}").search_experiments()  # creates the tables
+        _EMPTY_STORE.append(made)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(_EMPTY_STORE[0], path)
+    return f"sqlite:///{path}"
+
+
 @pytest.fixture
 def tracking_uri(tmp_path, monkeypatch) -> str:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_store(tmp_path / "mlflow.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     return uri
 
@@ -128,7 +146,7 @@ def flows_env(tmp_path_factory):
     from mlflow.tracking import MlflowClient
 
     base = tmp_path_factory.mktemp("flows")
-    uri = f"sqlite:///{base / 'mlflow.db'}"
+    uri = new_store(base / "mlflow.db")
     with pytest.MonkeyPatch.context() as mp:
         root = make_project(base / "proj")
         mp.setenv("PUCL_ROOT", str(root))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import deep_update, make_project, python_path
+from tests.conftest import deep_update, make_project, new_store, python_path
 from tests.helpers import STAGES, dvc, run, stage
 
 PUCL = [sys.executable, "-m", "pucl.cli"]
@@ -99,7 +99,7 @@ def finished(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         root = make_project(base / "proj")
         mp.setenv("PUCL_ROOT", str(root))
-        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{base / 'mlflow.db'}")
+        mp.setenv("MLFLOW_TRACKING_URI", new_store(base / "mlflow.db"))
         mp.setenv("PATH", python_path())
         for name in STAGES:  # in this process (test_flows.py runs dvc repro)
             stage(root, name)

@@ -20,6 +20,7 @@ import pytest
 import torch
 import yaml
 
+from tests.conftest import new_store
 from tests.helpers import STAGES, artifact_paths, children, dvc, read_metrics, run, runs
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -240,7 +241,7 @@ def test_repro_is_idempotent_and_selective(executions, tmp_path):
     count the runs of theirs.)"""
     assert ran_and_skipped(executions["first_repro"])[0] == set(STAGES)
     project = executions["repro_copy"]
-    env = {"PUCL_ROOT": str(project), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}"}
+    env = {"PUCL_ROOT": str(project), "MLFLOW_TRACKING_URI": new_store(tmp_path / "m.db")}
     metrics_first = read_metrics(project)
     status = run([sys.executable, "-m", "dvc", "status", "--json"], project, env=env)
     assert status.stdout.strip() in ("{}", "")

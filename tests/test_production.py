@@ -23,7 +23,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from tests.conftest import make_project, python_path, tiny_params
+from tests.conftest import make_project, new_store, python_path, tiny_params
 from tests.helpers import dvc
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -38,7 +38,7 @@ def cycle(tmp_path_factory):
     from prefect.testing.utilities import prefect_test_harness
 
     base = tmp_path_factory.mktemp("production")
-    uri = f"sqlite:///{base / 'mlflow.db'}"
+    uri = new_store(base / "mlflow.db")
     params = tiny_params(data={"dataset": "tracked", "task": "given"})
     with pytest.MonkeyPatch.context() as mp, prefect_test_harness(server_startup_timeout=120):
         root = make_project(base / "proj", params)
