@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from pucl.classify.base import LinearHead
 from pucl.classify.finetune import FinetuneSettings, finetune
@@ -82,6 +83,60 @@ def test_finetune_refuses_incomplete_arguments():
     with pytest.raises(ValueError, match="needs positive, unlabeled and prior"):
         finetune(encoder, head, x, settings, IDENTITY, torch.Generator(), torch.device("cpu"),
                  kind="nnpu", positive=torch.arange(2))
+
+
+def _train_recording_steps(kind: str, ema: float):
+    """Fine-tune a fixed start; returns the network's final state and its state after
+    every optimizer step (recorded by a global step hook, outside the code under test)."""
+    rng = np.random.default_rng(1)
+    x, y = corner_images(96, rng)
+    encoder, head = random_start(x)
+    steps = []
+
+    def record(optimizer, args, kwargs):
+        steps.append({f"{name}.{k}": v.detach().clone() for name, part in
+                      (("encoder", encoder), ("head", head))
+                      for k, v in part.state_dict().items()})
+
+    handle = register_optimizer_step_post_hook(record)
+    try:
+        pu = {"labels": y} if kind == "ce" else {
+            "positive": torch.arange(0, 24), "unlabeled": torch.arange(24, 96), "prior": 0.5}
+        finetune(encoder, head, x, FinetuneSettings(2, 5e-3, 0.0, 16, ema), IDENTITY,
+                 torch.Generator().manual_seed(0), torch.device("cpu"), kind=kind,
+                 progress=False, **pu)
+    finally:
+        handle.remove()
+    final = {f"{name}.{k}": v for name, part in (("encoder", encoder), ("head", head))
+             for k, v in part.state_dict().items()}
+    return final, steps
+
+
+@pytest.mark.parametrize("kind", ["ce", "nnpu"])
+def test_ema_ends_with_the_moving_average_of_every_steps_weights(kind):
+    decay = 0.9
+    last, steps = _train_recording_steps(kind, 0.0)
+    averaged, same_steps = _train_recording_steps(kind, decay)
+    assert len(steps) == len(same_steps) > 5
+    for k in last:  # the average does not change the training itself
+        assert torch.equal(steps[-1][k], last[k]) and torch.equal(same_steps[-1][k], last[k])
+    # naive EMA, as the docs define it: starts at the first step's weights
+    expected = {k: v.double() for k, v in steps[0].items()}
+    for state in steps[1:]:
+        expected = {k: decay * expected[k] + (1 - decay) * state[k].double() for k in expected}
+    floats = [k for k in last if last[k].is_floating_point()]
+    assert any("running_mean" in k for k in floats)  # BatchNorm statistics are averaged too
+    for k in floats:
+        torch.testing.assert_close(averaged[k].double(), expected[k], rtol=1e-4, atol=1e-5)
+    assert any(not torch.allclose(averaged[k], last[k]) for k in floats)
+
+
+@pytest.mark.parametrize("decay", [-0.1, 1.0])
+def test_ema_decay_outside_its_range_is_a_params_error(decay):
+    from pucl.config import parse_params
+
+    with pytest.raises(ParamsError, match="classifier.finetune_ema"):
+        parse_params({"classifier": {"finetune_ema": decay}})
 
 
 def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):

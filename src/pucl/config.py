@@ -195,6 +195,10 @@ class ClassifierParams(_MethodSection):
     # Fine-tune the whole network after the head: 0 keeps the encoder frozen.
     finetune_epochs: int = Field(0, ge=0, description="epochs of end-to-end fine-tuning")
     finetune_lr: float = Field(5e-4, gt=0.0, description="fine-tuning learning rate")
+    # The fine-tuned network keeps an exponential moving average of its weights (and
+    # BatchNorm statistics), updated every step with this decay; 0 keeps the last weights.
+    finetune_ema: float = Field(0.0, ge=0.0, lt=1.0, description="decay of the moving "
+                                "average of the fine-tuned weights, per step (0: off)")
     # Neighbour smoothing (pucl.classify.neighbours): a row's score becomes the mean of its
     # own and its k nearest training rows' scores. 0 keeps the head's own score.
     neighbours: int = Field(0, ge=0, description="k nearest training rows whose scores "

@@ -50,8 +50,8 @@ def run(ctx: StageContext) -> dict:
     model = load_model(ctx.path("pretrain", "model.pt"))
     device = resolve_device(ctx.params.base.device)
     summary: dict = {"objective": p.objective, "prior": None, "prior_source": None,
-                     "finetune_epochs": p.finetune_epochs, "features": p.features,
-                     "neighbours": p.neighbours}
+                     "finetune_epochs": p.finetune_epochs, "finetune_ema": p.finetune_ema,
+                     "features": p.features, "neighbours": p.neighbours}
     if p.neighbours:  # checked before any training
         n_rows = len(ctx.manifest().query(TRAINING_ROWS))
         if p.neighbours > n_rows:
@@ -101,7 +101,7 @@ def run(ctx: StageContext) -> dict:
         tuned = finetune(encoder_part(model.encoder, p.features), head,
                          torch.from_numpy(data.x_train[rows]),
                          FinetuneSettings(p.finetune_epochs, p.finetune_lr, p.weight_decay,
-                                          p.batch_size),
+                                          p.batch_size, p.finetune_ema),
                          make_augment(ctx.params.pretrain.augment, data.is_tabular), generator,
                          device, progress=ctx.progress, **tune)
         losses = [*losses, *tuned]
@@ -170,7 +170,7 @@ def _self_train(ctx: StageContext, data, model, head, features: np.ndarray, rows
     losses = finetune(encoder_part(model.encoder, p.features), head,
                       torch.from_numpy(data.x_train[rows[at]]),
                       FinetuneSettings(p.self_train_epochs, p.finetune_lr, p.weight_decay,
-                                       p.batch_size),
+                                       p.batch_size, p.finetune_ema),
                       make_augment(ctx.params.pretrain.augment, data.is_tabular),
                       generator, device, labels=torch.from_numpy(labels), kind="ce",
                       progress=ctx.progress)
