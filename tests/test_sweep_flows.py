@@ -16,6 +16,9 @@ from tests.helpers import STAGES, artifact_paths, children, run, runs
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
+# The sweep's points need a prior, not its estimation (test_prior_heldout, test_flows)
+GIVEN_PRIOR = {"prior.method": "given", "prior.value": 0.5}
+
 
 def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
     from prefect.task_runners import ProcessPoolTaskRunner
@@ -23,7 +26,7 @@ def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
     from pucl.flows.sweep import sweep
 
     spec = {"name": "tiny", "seeds": [0, 1], "grid": {"split.n_p": [100, 200]},
-            "set": {"pretrain.epochs": 1}}
+            "set": {"pretrain.epochs": 1, **GIVEN_PRIOR}}
     result = sweep.with_options(task_runner=ProcessPoolTaskRunner(max_workers=1))(
         spec=spec, project=str(flows_env["root"]))
     client = flows_env["client"]
@@ -64,7 +67,7 @@ def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, har
     as a user gets it), grouped by variant, the reference beside each."""
     preset = flows_env["root"] / "tiny-preset.yaml"
     preset.write_text(yaml.safe_dump({
-        "name": "tiny-bench", "seeds": [0, 1], "set": {"pretrain.epochs": 4},
+        "name": "tiny-bench", "seeds": [0, 1], "set": {"pretrain.epochs": 4, **GIVEN_PRIOR},
         "variants": {"pucl_pupl": {"pretrain.loss": "pucl"},
                      "pucl_nnpu": {"pretrain.loss": "pucl", "classifier.objective": "nnpu",
                                    "classifier.prior": "oracle"}},
@@ -98,7 +101,7 @@ def test_sweep_on_an_existing_dask_cluster(flows_env, harness):
     from pucl.flows.sweep import sweep
 
     spec = {"name": "dask", "seeds": [0], "grid": {"pretrain.loss": ["sscl"]},
-            "set": {"pretrain.epochs": 1}}
+            "set": {"pretrain.epochs": 1, **GIVEN_PRIOR}}
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster:
         result = sweep.with_options(task_runner=DaskTaskRunner(
@@ -123,7 +126,8 @@ def test_points_sharing_an_encoder_train_it_once(flows_env, harness, monkeypatch
     monkeypatch.setenv("MLFLOW_TRACKING_URI", flows_env["uri"])
 
     spec = {"name": "shared", "seeds": [0],
-            "set": {"pretrain.epochs": 1, "paths.pretrain_cache": "data/cache/shared"},
+            "set": {"pretrain.epochs": 1, "paths.pretrain_cache": "data/cache/shared",
+                    **GIVEN_PRIOR},
             "variants": {"ce": {}, "nnpu": {"classifier.objective": "nnpu"},
                          "sscl": {"pretrain.loss": "sscl"}}}
     sweep.with_options(task_runner=ProcessPoolTaskRunner(max_workers=3))(  # pucl's default
