@@ -128,11 +128,13 @@ def test_points_sharing_an_encoder_train_it_once(flows_env, harness, monkeypatch
     spec = {"name": "shared", "seeds": [0],
             "set": {"pretrain.epochs": 1, "paths.pretrain_cache": "data/cache/shared",
                     **GIVEN_PRIOR},
-            "variants": {"ce": {}, "nnpu": {"classifier.objective": "nnpu"},
-                         "sscl": {"pretrain.loss": "sscl"}}}
-    sweep.with_options(task_runner=ProcessPoolTaskRunner(max_workers=3))(  # pucl's default
+            "variants": {"ce": {}, "nnpu": {"classifier.objective": "nnpu"}}}
+    # one worker per point, as pucl's default; another pretraining is another cache
+    # entry (test_stages: test_finished_pretraining_is_reused_by_fingerprint)
+    sweep.with_options(task_runner=ProcessPoolTaskRunner(max_workers=2))(
         spec=spec, project=str(flows_env["root"]))
     shared = runs(flows_env["client"], "tags.sweep = 'shared' and tags.kind = 'pipeline'")
     reused = {r.info.run_name: r.data.metrics["pretrain_reused"] for r in shared}
-    assert reused == {"variant=ce,s0": 0.0, "variant=nnpu,s0": 1.0, "variant=sscl,s0": 0.0}
-    assert len(list((flows_env["root"] / "data/cache/shared").iterdir())) == 2
+    assert set(reused) == {"variant=ce,s0", "variant=nnpu,s0"}
+    assert sorted(reused.values()) == [0.0, 1.0]  # whichever started first trained it
+    assert len(list((flows_env["root"] / "data/cache/shared").iterdir())) == 1
