@@ -30,8 +30,7 @@ from pucl.classify.neighbours import NeighbourHead
 from pucl.config import load_params
 from pucl.data import load_dataset
 from pucl.features import embed, scoring_views
-
-TRAINING_ROWS = "split == 'train' and (in_u or pu == 1)"  # train_classifier's bank
+from pucl.stages.train_classifier import TRAINING_ROWS  # the rows of its bank
 
 
 def two_hop_scores(bank: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:

@@ -74,6 +74,14 @@ def finetune(
     average = AveragedModel(network, multi_avg_fn=get_ema_multi_avg_fn(settings.ema),
                             use_buffers=True) if settings.ema > 0 else None
     ce = nn.CrossEntropyLoss()
+
+    def step(objective: torch.Tensor) -> None:
+        optimizer.zero_grad(set_to_none=True)
+        objective.backward()
+        optimizer.step()
+        if average is not None:
+            average.update_parameters(network)
+
     pu = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator) \
         if kind != "ce" else None
 
@@ -93,11 +101,7 @@ def finetune(
             for idx in ce_batches():
                 loss = ce(head(encoder(_views(images, idx, augment, generator, device))),
                           labels[idx].to(device))
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                if average is not None:
-                    average.update_parameters(network)
+                step(loss)
                 total, steps = total + float(loss.detach()), steps + 1
         else:
             for idx_p, idx_u in pu.epoch():
@@ -107,11 +111,7 @@ def finetune(
                 scores = head.score(encoder(_views(images, rows, augment, generator, device)))
                 result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind,
                                  beta, gamma)
-                optimizer.zero_grad(set_to_none=True)
-                result.objective.backward()
-                optimizer.step()
-                if average is not None:
-                    average.update_parameters(network)
+                step(result.objective)
                 total, steps = total + float(result.risk), steps + 1
         schedule.step()
         losses.append(total / max(steps, 1))
