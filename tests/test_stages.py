@@ -242,3 +242,43 @@ def test_a_neutral_new_pretrain_param_keeps_cached_encoders_valid(project, monke
     del dump["holdout_positives"]
     monkeypatch.setattr(type(params.pretrain), "model_dump", lambda self, **kw: dict(dump))
     assert key(params.pretrain) == neutral
+
+
+def test_pretraining_members_are_the_single_runs_of_their_seeds(project, tracking_uri):
+    """pretrain.members = 2 trains the encoder of base.seed and the one a single run with
+    pretrain.seed = base.seed + 1 trains, bit for bit; the second of them comes from the
+    cache that single run filled, and model.pt's first member is what readers load."""
+    import pandas as pd
+    import torch
+    import yaml
+
+    from pucl.artifacts import load_model
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["paths"]["pretrain_cache"] = "data/cache/pretrain"
+    params["pretrain"]["epochs"] = 1
+    out = project / "data/pretrain"
+
+    def pretrain(**section):
+        params["pretrain"].update(section)
+        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        return stage(project, "pretrain")
+
+    for name in ("build_split", "estimate_prior"):
+        stage(project, name)
+    seeds = {}
+    for seed in (1, 0):
+        pretrain(seed=seed)
+        seeds[seed] = torch.load(out / "model.pt", weights_only=False)["state_dict"]
+    assert not torch.equal(seeds[0]["encoder.fc.0.weight"], seeds[1]["encoder.fc.0.weight"])
+    log = pretrain(seed=None, members=2)
+    assert log.stderr.count("reusing the finished pretraining") == 2  # both from the cache
+    saved = torch.load(out / "model.pt", weights_only=False)
+    (other,) = saved["other_members"]
+    assert (saved["seed"], other["seed"]) == (0, 1)
+    for want, got in ((seeds[0], saved["state_dict"]), (seeds[1], other["state_dict"])):
+        assert all(torch.equal(want[k], got[k]) for k in want)
+    loaded = load_model(out / "model.pt").state_dict()
+    assert all(torch.equal(loaded[k], seeds[0][k]) for k in loaded)
+    history = pd.read_csv(out / "history.csv")
+    assert history["member"].tolist() == [0, 1]

@@ -158,6 +158,13 @@ class PretrainParams(_MethodSection):
     holdout_positives: float = Field(0.0, ge=0.0, lt=1.0, description="share of labelled "
                                      "positives pretraining does not see as labelled")
     augment: AugmentParams = AugmentParams()
+    # Pretraining's own seed (weight init, batches, augmentations); null: base.seed. The
+    # split, PUPL and the classifier keep base.seed, so this varies the encoder alone.
+    seed: int | None = Field(None, ge=0, description="seed of pretraining (null: base.seed)")
+    # Encoders pretrained on the same split with seeds seed, seed + 1, ...: the classifier
+    # fine-tunes a head on each and averages their scores; PUPL and the diagnostics read
+    # the first. 1: a single encoder.
+    members: int = Field(1, ge=1, le=16, description="encoders averaged by the classifier")
 
 
     @field_validator("prior")

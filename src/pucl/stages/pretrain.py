@@ -11,6 +11,12 @@ other checkpoint is ignored and training starts over.
 A finished pretraining is also kept under `paths.pretrain_cache/<fingerprint>/`; a later
 run with the same fingerprint (the sweep points of one seed that differ only downstream,
 say) copies it instead of training again, and says so (tag `pretrain_reused`).
+
+With `pretrain.members` = m > 1 it pretrains m encoders on the same split, with seeds
+pretrain.seed (else base.seed), +1, ...; each is the encoder a single run with that seed
+trains, and is cached as such. `model.pt` then holds the first as usual (what PUPL and
+the diagnostics read) and the others under `other_members`; history.csv gains a `member`
+column. A checkpoint covers the member in training (the finished ones are in the cache).
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ TRAINING_MODULES = (augment_module,)
 # pretrain params added after encoders were cached, with the value that trains exactly
 # as before: left out of the fingerprint at that value, so those encoders stay valid.
 NEUTRAL_PRETRAIN_PARAMS = {"holdout_positives": 0.0}
+# pretrain params that say which encoders to train, not how one trains: the fingerprint
+# has each member's own seed instead, so a member is the same encoder as the single run
+# with that seed (and shares its cache entry).
+MEMBER_PARAMS = ("seed", "members")
 
 
 def training_code_files() -> list[Path]:
@@ -98,20 +108,30 @@ def loss_params(p, prior: float | None) -> dict:
     return {**params, "nonneg": p.nonneg}
 
 
+def member_seeds(params) -> list[int]:
+    """The pretraining seed of each encoder (pretrain.members of them): pretrain.seed
+    (else base.seed), then one more for each further member."""
+    first = params.base.seed if params.pretrain.seed is None else params.pretrain.seed
+    return [first + k for k in range(params.pretrain.members)]
+
+
 def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
-                images: torch.Tensor) -> str:
+                images: torch.Tensor, seed: int | None = None) -> str:
     """What a resumable checkpoint or a cached encoder must match: params that shape
-    training, the split, the training inputs' content (a file edited in place keeps its
-    rows but not its pixels) and the training code."""
+    training, the pretraining seed, the split, the training inputs' content (a file
+    edited in place keeps its rows but not its pixels) and the training code."""
     p = ctx.params
     code = hashlib.sha256(b"".join(f.read_bytes() for f in training_code_files()))
     content = hashlib.sha256(np.ascontiguousarray(images.numpy()).data).hexdigest()
     pretrain = {k: v for k, v in p.pretrain.model_dump().items()
-                if k not in NEUTRAL_PRETRAIN_PARAMS or NEUTRAL_PRETRAIN_PARAMS[k] != v}
+                if k not in MEMBER_PARAMS
+                and (k not in NEUTRAL_PRETRAIN_PARAMS or NEUTRAL_PRETRAIN_PARAMS[k] != v)}
     key = {"pretrain": pretrain, "seed": p.base.seed, "data": p.data.model_dump(),
            "manifest": hashlib.sha256(
                pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
            ).hexdigest(), "inputs": content, "code": code.hexdigest(), "prior": prior}
+    if seed is not None and seed != p.base.seed:  # else the key encoders were cached under
+        key["pretrain_seed"] = seed
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
@@ -138,10 +158,12 @@ def cache_entry(ctx: StageContext, fp: str) -> Path | None:
     return (ctx.root / cache / fp).resolve() if cache else None
 
 
-def restore_from_cache(ctx: StageContext, entry: Path | None) -> bool:
+def restore_from_cache(ctx: StageContext, entry: Path | None, checkpoint: bool = True) -> bool:
+    """Copy a cached pretraining into the stage outputs; without `checkpoint`, leave
+    checkpoint.pt alone (it may hold a later member's unfinished training)."""
     if entry is None or not all((entry / name).is_file() for name in CACHED_FILES):
         return False
-    for name in CACHED_FILES:
+    for name in CACHED_FILES if checkpoint else CACHED_FILES[:2]:
         with atomic_path(ctx.path("pretrain", name)) as tmp:
             shutil.copyfile(entry / name, tmp)
     return True
@@ -171,7 +193,7 @@ def build_model(ctx: StageContext, in_shape) -> ContrastiveModel:
 
 
 def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, is_labeled,
-                   checkpoint: Path, fp: str, image_shape, prior: float | None
+                   checkpoint: Path, fp: str, image_shape, prior: float | None, seed: int
                    ) -> pd.DataFrame:
     p = ctx.params.pretrain
 
@@ -183,8 +205,7 @@ def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, 
 
     job = PretrainJob(model, loss_fn, images, is_labeled, augment, p.epochs, p.batch_size,
                       p.lr, p.weight_decay, p.proj_dim, p.proj_hidden, prior,
-                      seeded_generator(ctx.params.base.seed),
-                      resolve_device(ctx.params.base.device),
+                      seeded_generator(seed), resolve_device(ctx.params.base.device),
                       resume=load_resume_state(checkpoint, fp), on_epoch=on_epoch,
                       progress=ctx.progress)
     result = trainer.train(job)
@@ -192,10 +213,36 @@ def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, 
         torch.save({"state_dict": model.cpu().state_dict(), "encoder": p.encoder,
                     "in_shape": list(image_shape), "proj_hidden": p.proj_hidden,
                     "proj_dim": p.proj_dim, "loss": p.loss, "method": p.method,
-                    "classifier": result.classifier}, tmp)
+                    "classifier": result.classifier, "seed": seed}, tmp)
     frame = pd.DataFrame([h.to_dict() for h in result.history])
     write_table(ctx.path("pretrain", "history.csv"), frame)
     return frame
+
+
+def pretrain_member(ctx: StageContext, seed: int, last: bool, trainer, loss_fn, augment,
+                    images, is_labeled, image_shape, prior: float | None,
+                    train: pd.DataFrame) -> tuple[dict, pd.DataFrame, Path | None]:
+    """One encoder, pretrained with `seed` (or restored from paths.pretrain_cache): its
+    saved model, its per-epoch history, and the cache entry it was restored from."""
+    torch.manual_seed(seed)  # weights initialise identically on every run
+    model = build_model(ctx, image_shape)
+    fp = fingerprint(ctx, train, prior, images, seed)
+    entry = cache_entry(ctx, fp)
+    if restore_from_cache(ctx, entry, checkpoint=last):
+        print(f"pucl pretrain: reusing the finished pretraining {entry}", file=sys.stderr)
+        frame = pd.read_csv(ctx.path("pretrain", "history.csv"))
+        for row in frame.itertuples(index=False):
+            ctx.run.log_metrics({"loss": row.loss, "lr": row.lr,
+                                 "images_per_s": row.images_per_s}, step=int(row.epoch))
+        reused = entry
+    else:
+        frame = train_and_save(ctx, trainer, model, loss_fn, augment, images, is_labeled,
+                               ctx.path("pretrain", "checkpoint.pt"), fp, image_shape, prior,
+                               seed)
+        store_in_cache(ctx, entry)
+        reused = None
+    saved = torch.load(ctx.path("pretrain", "model.pt"), map_location="cpu", weights_only=False)
+    return {**saved, "seed": seed}, frame, reused
 
 
 def run(ctx: StageContext) -> dict:
@@ -206,43 +253,50 @@ def run(ctx: StageContext) -> dict:
     images = torch.from_numpy(data.x_train[train["index"].to_numpy()])
     is_labeled = torch.from_numpy(pretrain_labels(train, p.holdout_positives,
                                                   ctx.params.base.seed))
-
-    torch.manual_seed(ctx.params.base.seed)  # weights initialise identically on every run
-    model = build_model(ctx, data.image_shape)
     trainer = method(ctx)
     prior_used, prior_source = loss_prior(ctx, trainer)
     loss_fn = make_loss(p.loss, **loss_params(p, prior_used))
     augment = make_augment(p.augment, data.is_tabular)
-    checkpoint = ctx.path("pretrain", "checkpoint.pt")
-    fp = fingerprint(ctx, train, prior_used, images)
-    entry = cache_entry(ctx, fp)
-    reused = restore_from_cache(ctx, entry)
-    if reused:
-        print(f"pucl pretrain: reusing the finished pretraining {entry}", file=sys.stderr)
-        frame = pd.read_csv(ctx.path("pretrain", "history.csv"))
-        for row in frame.itertuples(index=False):
-            ctx.run.log_metrics({"loss": row.loss, "lr": row.lr,
-                                 "images_per_s": row.images_per_s}, step=int(row.epoch))
-        ctx.run.set_tags({"pretrain_reused": str(entry)})
-    else:
-        frame = train_and_save(ctx, trainer, model, loss_fn, augment, images, is_labeled,
-                               checkpoint, fp, data.image_shape, prior_used)
-        store_in_cache(ctx, entry)
+    seeds = member_seeds(ctx.params)
+    members, frames, reused = [], [], []
+    for k, seed in enumerate(seeds):
+        if len(seeds) > 1:
+            print(f"pucl pretrain: encoder {k + 1} of {len(seeds)} (seed {seed})",
+                  file=sys.stderr)
+        saved, frame, entry = pretrain_member(ctx, seed, k == len(seeds) - 1, trainer,
+                                              loss_fn, augment, images, is_labeled,
+                                              data.image_shape, prior_used, train)
+        members.append(saved)
+        frames.append(frame.assign(member=k) if len(seeds) > 1 else frame)
+        reused.append(entry)
+    if len(seeds) > 1:  # the first member stays the model every reader loads by default
+        with atomic_path(ctx.path("pretrain", "model.pt")) as tmp:
+            torch.save({**members[0], "other_members": members[1:]}, tmp)
+        write_table(ctx.path("pretrain", "history.csv"), pd.concat(frames, ignore_index=True))
+    if any(entry is not None for entry in reused):
+        ctx.run.set_tags({"pretrain_reused": ", ".join(str(e) for e in reused if e)})
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.plot(frame["epoch"], frame["loss"], marker=".")
+    for k, frame in enumerate(frames):
+        ax.plot(frame["epoch"], frame["loss"], marker=".",
+                label=f"seed {seeds[k]}" if len(seeds) > 1 else None)
     what = {"ncpu": "NcPU loss (eq. 14)", "ssc": "SSC loss (eq. 8)"}.get(p.method,
                                                                          f"{p.loss} loss")
     ax.set(xlabel="epoch", ylabel=what, title=f"{p.method} pretraining")
+    if len(seeds) > 1:
+        ax.legend(title="encoder")
     ax.grid(alpha=0.3)
     save_figure(ctx.path("pretrain", "loss.png"), fig)
     for name in ("history.csv", "loss.png", "model.pt"):
         ctx.run.log_artifact(ctx.path("pretrain", name))
     if prior_source is not None:
         ctx.run.set_tags({"loss_prior_source": prior_source})
-    steady = frame["images_per_s"].iloc[1:] if len(frame) > 1 else frame["images_per_s"]
-    return {"final_loss": float(frame["loss"].iloc[-1]), "epochs": len(frame),
+    first = frames[0]
+    steady = first["images_per_s"].iloc[1:] if len(first) > 1 else first["images_per_s"]
+    return {"final_loss": float(first["loss"].iloc[-1]), "epochs": len(first),
             **({"loss_prior": prior_used} if prior_used is not None else {}),
-            "images_per_s": float(steady.median()), "train_seconds": float(frame["seconds"].sum()),
-            "reused": float(reused)}  # 1: restored from paths.pretrain_cache (train_seconds:
-    #                                   what it cost when it ran)
-
+            "images_per_s": float(steady.median()),
+            "train_seconds": float(sum(f["seconds"].sum() for f in frames)),
+            "members": len(seeds),
+            "reused": float(all(entry is not None for entry in reused))}
+    # reused 1: every encoder restored from paths.pretrain_cache (train_seconds: what they
+    # cost when they ran); final_loss, epochs, images_per_s: the first encoder's
