@@ -30,16 +30,27 @@ def _load(path: Path, what: str, stage: str, key: str = "state_dict") -> dict:
     return saved
 
 
-def load_model(path: Path) -> ContrastiveModel:
-    """The pretrained encoder + projection head."""
-    saved = _load(path, "model", "pretrain")
+def _build(saved: dict, state_dict: dict, path: Path) -> ContrastiveModel:
     try:
         model = ContrastiveModel(saved["encoder"], tuple(saved["in_shape"]),
                                  saved["proj_hidden"], saved["proj_dim"])
-        model.load_state_dict(saved["state_dict"])
+        model.load_state_dict(state_dict)
     except Exception as exc:
         raise DataError(f"model {path} does not match its architecture: {exc}") from None
     return model.eval()
+
+
+def load_model(path: Path) -> ContrastiveModel:
+    """The pretrained encoder + projection head (with pretrain.members > 1, the first)."""
+    saved = _load(path, "model", "pretrain")
+    return _build(saved, saved["state_dict"], path)
+
+
+def load_models(path: Path) -> list[ContrastiveModel]:
+    """Every pretrained encoder + projection head (pretrain.members of them), first first."""
+    saved = _load(path, "model", "pretrain")
+    return [_build(saved, member["state_dict"], path)
+            for member in [saved, *saved.get("other_members", [])]]
 
 
 def classifier_features(head_path: Path) -> str:
@@ -48,11 +59,8 @@ def classifier_features(head_path: Path) -> str:
     return _load(head_path, "classifier", "train_classifier", "head").get("features", "encoder")
 
 
-def load_classifier_model(head_path: Path, pretrained: ContrastiveModel) -> ContrastiveModel:
-    """The model whose encoder feeds the classifier: `pretrained` itself unless
-    train_classifier fine-tuned the encoder, else a copy with the fine-tuned weights (so
-    callers can skip embedding twice with one model)."""
-    state = _load(head_path, "classifier", "train_classifier", "head").get("encoder_state")
+def _with_encoder(pretrained: ContrastiveModel, state: dict | None,
+                  head_path: Path) -> ContrastiveModel:
     if state is None:
         return pretrained
     model = copy.deepcopy(pretrained)
@@ -64,9 +72,33 @@ def load_classifier_model(head_path: Path, pretrained: ContrastiveModel) -> Cont
     return model.eval()
 
 
-def load_method_head(path: Path) -> nn.Module:
-    """The classifier a whole training method (NcPU, SSC) learned with its encoder."""
+def load_classifier_model(head_path: Path, pretrained: ContrastiveModel) -> ContrastiveModel:
+    """The model whose encoder feeds the classifier: `pretrained` itself unless
+    train_classifier fine-tuned the encoder, else a copy with the fine-tuned weights (so
+    callers can skip embedding twice with one model). With several members, the first's."""
+    saved = _load(head_path, "classifier", "train_classifier", "head")
+    return _with_encoder(pretrained, saved.get("encoder_state"), head_path)
+
+
+def load_classifier(head_path: Path, pretrained: list[ContrastiveModel]
+                    ) -> list[tuple[ContrastiveModel, nn.Module]]:
+    """Every member of the classifier, as (the model whose encoder feeds it, its head):
+    one per pretrained encoder (`load_models`), whose own objects come back where
+    train_classifier did not fine-tune them."""
+    saved = _load(head_path, "classifier", "train_classifier", "head")
+    specs = [saved, *saved.get("other_members", [])]
+    if len(specs) != len(pretrained):
+        raise DataError(f"{head_path} holds {len(specs)} classifier(s) for "
+                        f"{len(pretrained)} pretrained encoder(s): rerun train_classifier")
+    return [(_with_encoder(model, spec.get("encoder_state"), head_path),
+             _rebuild_head(spec, head_path)) for model, spec in zip(pretrained, specs, strict=True)]
+
+
+def load_method_head(path: Path, member: int = 0) -> nn.Module:
+    """The classifier a whole training method (NcPU, SSC) learned with its encoder (with
+    pretrain.members > 1, with encoder `member`)."""
     saved = _load(path, "model", "pretrain")
+    saved = [saved, *saved.get("other_members", [])][member]
     if saved.get("classifier") is None:
         raise DataError(f"{path} holds no classifier: classifier.objective 'method_head' "
                         "needs pretrain.method ncpu or ssc (rerun pretrain)")
@@ -77,8 +109,12 @@ def load_method_head(path: Path) -> nn.Module:
 
 
 def load_head(path: Path) -> nn.Module:
-    """The downstream classifier (a linear or a prototype head)."""
-    saved = _load(path, "classifier", "train_classifier", "head")
+    """The downstream classifier (a linear or a prototype head; with several members,
+    the first's)."""
+    return _rebuild_head(_load(path, "classifier", "train_classifier", "head"), path)
+
+
+def _rebuild_head(saved: dict, path: Path) -> nn.Module:
     try:
         if "head" in saved:
             return rebuild(saved["head"])

@@ -1,7 +1,10 @@
 """The classifier as one module for serving: frozen encoder followed by the linear head,
-optionally averaged over test-time views (`evaluate.tta`)."""
+optionally averaged over test-time views (`evaluate.tta`) and over several encoders'
+classifiers (`pretrain.members`)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import nn
@@ -12,19 +15,26 @@ from pucl.data.augment import normalize
 class PUClassifier(nn.Module):
     """float32 pixels in [0, 1], shape [n, c, h, w] (or raw features [n, d] for tabular
     data) -> P(y = 1 | x), shape [n]. With `mirror`, the mean of the scores of each
-    image and of its horizontal mirror image (for classes a mirror does not change)."""
+    image and of its horizontal mirror image (for classes a mirror does not change).
+    With `others`, (encoder, head) pairs whose scores are averaged with this one's."""
 
-    def __init__(self, encoder: nn.Module, head: nn.Module, mirror: bool = False):
+    def __init__(self, encoder: nn.Module, head: nn.Module, mirror: bool = False,
+                 others: Sequence[tuple[nn.Module, nn.Module]] = ()):
         super().__init__()
         self.encoder = encoder
         self.head = head  # LinearHead, PrototypeHead or a NeighbourHead around either
         self.mirror = mirror
+        self.other_encoders = nn.ModuleList([encoder for encoder, _ in others])
+        self.other_heads = nn.ModuleList([head for _, head in others])
 
-    def _score(self, x: torch.Tensor) -> torch.Tensor:
-        logits = self.head(self.encoder(normalize(x)))
-        return torch.softmax(logits, dim=1)[:, 1]
+    def members(self) -> Iterator[tuple[nn.Module, nn.Module]]:
+        yield self.encoder, self.head
+        # classifiers pickled before members existed have no such attributes
+        yield from zip(getattr(self, "other_encoders", ()), getattr(self, "other_heads", ()),
+                       strict=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.mirror:
-            return (self._score(x) + self._score(torch.flip(x, dims=[-1]))) / 2
-        return self._score(x)
+        views = [normalize(x)] + ([normalize(torch.flip(x, dims=[-1]))] if self.mirror else [])
+        scores = [torch.softmax(head(encoder(view)), dim=1)[:, 1]
+                  for encoder, head in self.members() for view in views]
+        return torch.stack(scores).mean(dim=0)

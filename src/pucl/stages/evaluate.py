@@ -2,7 +2,8 @@
 
 `metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split
 (and accuracy_unsmoothed, the head's own, when classifier.neighbours smooths it;
-accuracy_one_view, without the mirror image, when evaluate.tta averages it in);
+accuracy_one_view, without the mirror image, when evaluate.tta averages it in;
+accuracy_one_member, the first encoder's classifier alone, when pretrain.members > 1);
 prior_estimate / prior_true / prior_abs_error; and ORACLE diagnostics that read true
 training labels, which the method never sees: pseudo_label_accuracy (PUPL labels vs the
 truth on U) and knn_accuracy (kNN of frozen encoder features with true labels), beside
@@ -23,9 +24,8 @@ from sklearn.manifold import TSNE  # noqa: E402
 
 from pucl.artifacts import (  # noqa: E402
     classifier_features,
-    load_classifier_model,
-    load_head,
-    load_model,
+    load_classifier,
+    load_models,
 )
 from pucl.classify.deployable import PUClassifier  # noqa: E402
 from pucl.classify.neighbours import NeighbourHead  # noqa: E402
@@ -107,29 +107,38 @@ def run(ctx: StageContext) -> dict:
         raise DataError("the split has no labelled test rows to evaluate on")
     data = ctx.data()
     device = resolve_device(ctx.params.base.device)
-    model = load_model(ctx.path("pretrain", "model.pt"))
-    head = load_head(ctx.path("classifier", "head.pt"))
-    classifier_model = load_classifier_model(ctx.path("classifier", "head.pt"), model)
+    models = load_models(ctx.path("pretrain", "model.pt"))
+    model = models[0]  # the diagnostics describe the first pretrained representation
+    members = load_classifier(ctx.path("classifier", "head.pt"), models)
     reads = classifier_features(ctx.path("classifier", "head.pt"))  # encoder | trunk
     x_test = data.x_test[test["index"].to_numpy()]
     # the kNN diagnostic and the embedding map describe the pretrained representation;
-    # the test scores come from the classifier's own (maybe fine-tuned) encoder
+    # the test scores come from the classifier's own (maybe fine-tuned) encoders
     f_test = embed(model, x_test, "encoder", device)
     x_train = data.x_train[train["index"].to_numpy()]
     f_train = embed(model, x_train, "encoder", device)
     y_test = test["y"].to_numpy().astype(np.int64)
-    f_head = (f_test if classifier_model is model and reads == "encoder"
-              else embed(classifier_model, x_test, reads, device))
-    views = [f_head] + [embed(classifier_model, mirrored, reads, device)
-                        for mirrored in scoring_views(x_test, p.tta == "hflip")[1:]]
-    score = np.mean([head.positive_score(f) for f in views], axis=0)
+    views = scoring_views(x_test, p.tta == "hflip")
+    features = [[f_test if (member is model and reads == "encoder" and v == 0)
+                 else embed(member, view, reads, device) for v, view in enumerate(views)]
+                for member, _ in members]
+    heads = [head for _, head in members]
+    # scores[member, view, row]; the classifier's is their mean over members and views
+    scores = np.array([[head.positive_score(f) for f in fs] for head, fs in zip(heads, features,
+                                                                                   strict=True)])
+    score = scores.mean(axis=(0, 1))
     metrics = classification_metrics(y_test, score)
-    if isinstance(head, NeighbourHead):  # what the smoothing bought, on the same head
-        metrics["accuracy_unsmoothed"] = classification_metrics(
-            y_test, np.mean([head.base.positive_score(f) for f in views], axis=0))["accuracy"]
+    if isinstance(heads[0], NeighbourHead):  # what the smoothing bought, on the same heads
+        metrics["accuracy_unsmoothed"] = classification_metrics(y_test, np.mean(
+            [[head.base.positive_score(f) for f in fs] for head, fs in zip(heads, features,
+                                                                           strict=True)],
+            axis=(0, 1)))["accuracy"]
     if len(views) > 1:  # what the mirror bought
         metrics["accuracy_one_view"] = classification_metrics(
-            y_test, head.positive_score(f_head))["accuracy"]
+            y_test, scores[:, 0].mean(axis=0))["accuracy"]
+    if len(members) > 1:  # what the other encoders bought
+        metrics["accuracy_one_member"] = classification_metrics(
+            y_test, scores[0].mean(axis=0))["accuracy"]
 
     prior = ctx.read_json("prior", FINAL_PRIOR)
     pseudo = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
@@ -187,8 +196,8 @@ def run(ctx: StageContext) -> dict:
         ctx.run.log_artifact(ctx.path("evaluate", name))
     # The deployable classifier (encoder + head) as an MLflow model with its signature.
     example = unit_scale(data.x_test[test["index"].to_numpy()[:8]]).astype(np.float32)
-    ctx.run.log_pytorch_model(PUClassifier(encoder_part(classifier_model.encoder, reads),
-                                           head, mirror=p.tta == "hflip").eval(),
-                              "classifier", example)
+    parts = [(encoder_part(member.encoder, reads), head) for member, head in members]
+    ctx.run.log_pytorch_model(PUClassifier(*parts[0], mirror=p.tta == "hflip",
+                                           others=parts[1:]).eval(), "classifier", example)
     return metrics
 

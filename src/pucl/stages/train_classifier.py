@@ -18,12 +18,13 @@ a warning and the metric `classifier_degenerate`)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from pucl.artifacts import load_method_head, load_model
+from pucl.artifacts import load_method_head, load_models
 from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.classify.heads import describe
 from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
@@ -45,13 +46,13 @@ TRAINING_ROWS = "split == 'train' and (in_u or pu == 1)"
 def run(ctx: StageContext) -> dict:
     p = ctx.params.classifier
     settings = LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size)
-    generator = seeded_generator(ctx.params.base.seed)
     data = ctx.data()
-    model = load_model(ctx.path("pretrain", "model.pt"))
+    models = load_models(ctx.path("pretrain", "model.pt"))
     device = resolve_device(ctx.params.base.device)
     summary: dict = {"objective": p.objective, "prior": None, "prior_source": None,
                      "finetune_epochs": p.finetune_epochs, "finetune_ema": p.finetune_ema,
-                     "features": p.features, "neighbours": p.neighbours}
+                     "features": p.features, "neighbours": p.neighbours,
+                     "members": len(models)}
     if p.neighbours:  # checked before any training
         n_rows = len(ctx.manifest().query(TRAINING_ROWS))
         if p.neighbours > n_rows:
@@ -59,29 +60,37 @@ def run(ctx: StageContext) -> dict:
                               f"training rows (allowed: 0 to {n_rows})")
     entry = CLASSIFIER_OBJECTIVES.get(p.objective)
     objective = entry.build(ctx.settings("classifier", entry))
+    # What every member learns from: the rows, their labels, the head's fit on a member's
+    # features of them, and what fine-tuning needs.
+    which = p.features
     if objective.source == "pu":
         manifest = ctx.manifest()
         train = manifest[manifest["split"] == "train"]
         positive = train.loc[train["pu"] == 1, "index"].to_numpy()
         unlabeled = train.loc[train["in_u"], "index"].to_numpy()
         rows = np.union1d(positive, unlabeled)
-        features = embed(model, data.x_train[rows], p.features, device)
         lookup = np.searchsorted(rows, positive), np.searchsorted(rows, unlabeled)
         prior, source = ctx.class_prior(p.prior)
         summary.update(prior=prior, prior_source=source)
-        head, losses = train_pu_head(features[lookup[0]], features[lookup[1]], prior,
-                                     objective.loss, settings, generator, ctx.progress,
-                                     objective.beta, objective.gamma)
+
+        def fit_head(features, generator, member):
+            return train_pu_head(features[lookup[0]], features[lookup[1]], prior,
+                                 objective.loss, settings, generator, ctx.progress,
+                                 objective.beta, objective.gamma)
+
         labels = np.isin(rows, positive).astype(np.int64)  # fit reported against P vs U
         tune = {"positive": torch.from_numpy(lookup[0]), "unlabeled": torch.from_numpy(lookup[1]),
                 "kind": objective.loss, "prior": prior, "beta": objective.beta,
                 "gamma": objective.gamma}
     elif objective.source == "method":  # NcPU trained its classifier with the encoder
-        head = load_method_head(ctx.path("pretrain", "model.pt"))
         train = ctx.manifest().query(TRAINING_ROWS)
         rows, labels = train["index"].to_numpy(), train["pu"].to_numpy().astype(np.int64)
-        features = embed(model, data.x_train[rows], "encoder", device)
-        losses, tune = [], {}
+        which = "encoder"
+
+        def fit_head(features, generator, member):
+            return load_method_head(ctx.path("pretrain", "model.pt"), member), []
+
+        tune = {}
     else:
         if objective.source == "pseudo_labels":
             table = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
@@ -92,10 +101,81 @@ def run(ctx: StageContext) -> dict:
         if len(set(labels.tolist())) < 2:
             raise DataError(f"{p.objective}: the training labels hold a single class; the "
                             f"classifier needs both (positive fraction {labels.mean():.3f})")
-        features = embed(model, data.x_train[rows], p.features, device)
-        head, losses = train_linear_head(features, labels, settings, generator,
-                                         progress=ctx.progress)
+
+        def fit_head(features, generator, member):
+            return train_linear_head(features, labels, settings, generator,
+                                     progress=ctx.progress)
+
         tune = {"labels": torch.from_numpy(labels.astype(np.int64)), "kind": "ce"}
+    members = []
+    for k, model in enumerate(models):
+        if len(models) > 1:
+            print(f"pucl train_classifier: member {k + 1} of {len(models)}", file=sys.stderr)
+        members.append(_fit_member(ctx, k, model, data, rows, which, fit_head, tune, device,
+                                   summary))
+    scores = np.mean([m.head.positive_score(m.features) for m in members], axis=0)
+    predicted = scores >= 0.5
+    train_fit = float((predicted == labels).mean())
+    share = float(predicted.mean())
+    summary["degenerate"] = (None if 0.0 < share < 1.0 else
+                             f"the classifier calls every training row "
+                             f"{'positive' if share else 'negative'}")
+    if summary["degenerate"]:  # a collapsed PU risk, say: reported, never silent
+        print(f"pucl train_classifier: WARNING: {summary['degenerate']} ({p.objective})",
+              file=sys.stderr)
+    saved = [{"head": describe(m.head), "encoder_state": m.encoder_state} for m in members]
+    with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
+        torch.save({**saved[0], "features": p.features,
+                    **({"other_members": saved[1:]} if len(saved) > 1 else {})}, tmp)
+    tuning = p.finetune_epochs + p.self_train_epochs
+    history = []
+    for k, m in enumerate(members):
+        frame = pd.DataFrame({"epoch": range(1, len(m.losses) + 1), "loss": m.losses,
+                              "phase": ["head"] * (len(m.losses) - tuning)
+                              + ["finetune"] * p.finetune_epochs
+                              + ["self_train"] * p.self_train_epochs})
+        history.append(frame.assign(member=k) if len(members) > 1 else frame)
+        for i, loss in enumerate(m.losses, start=1):
+            if i % 10 == 0 or i == len(m.losses):
+                ctx.run.log_metrics({"loss" if k == 0 else f"loss_member{k}": loss}, step=i)
+    write_table(ctx.path("classifier", "history.csv"), pd.concat(history, ignore_index=True))
+    write_json(ctx.path("classifier", "summary.json"), summary)
+    ctx.run.set_tags({"classifier_objective": p.objective,
+                      "classifier_finetuned": str(p.finetune_epochs > 0).lower(),
+                      **({"classifier_prior_source": summary["prior_source"]}
+                         if summary["prior_source"] else {})})
+    ctx.run.log_artifact(ctx.path("classifier", "head.pt"))
+    ctx.run.log_artifact(ctx.path("classifier", "summary.json"))
+    losses = members[0].losses
+    metrics = {"train_fit": train_fit, "train_positive_share": share,
+               "classifier_degenerate": int(summary["degenerate"] is not None),
+               **({"final_loss": losses[-1]} if losses else {})}
+    if summary["prior"] is not None:
+        metrics["classifier_prior"] = summary["prior"]
+    return metrics
+
+
+@dataclass
+class Member:
+    """One pretrained encoder's classifier: its head, its fine-tuned encoder weights (None
+    when frozen), its per-epoch losses and its features of the training rows."""
+
+    head: torch.nn.Module
+    encoder_state: dict | None
+    losses: list[float]
+    features: np.ndarray
+
+
+def _fit_member(ctx: StageContext, k: int, model, data, rows: np.ndarray, which: str,
+                fit_head, tune: dict, device: torch.device, summary: dict) -> Member:
+    """Head, fine-tuning, self-training and neighbour smoothing on one encoder, each
+    member from random states seeded alike: member k is the single run whose encoder
+    was pretrained with member k's seed."""
+    p = ctx.params.classifier
+    torch.manual_seed(ctx.params.base.seed)  # the head's initial weights, as in a single run
+    generator = seeded_generator(ctx.params.base.seed)
+    features = embed(model, data.x_train[rows], which, device)
+    head, losses = fit_head(features, generator, k)
     encoder_state = None
     if p.finetune_epochs > 0:
         tuned = finetune(encoder_part(model.encoder, p.features), head,
@@ -106,51 +186,19 @@ def run(ctx: StageContext) -> dict:
                          device, progress=ctx.progress, **tune)
         losses = [*losses, *tuned]
         head.cpu()
-        encoder_state = {k: v.cpu() for k, v in model.encoder.state_dict().items()}
+        encoder_state = {n: t.cpu() for n, t in model.encoder.state_dict().items()}
         features = embed(model, data.x_train[rows], p.features, device)
     if p.self_train_epochs:
-        tuned, summary["self_train"] = _self_train(ctx, data, model, head, features, rows,
-                                                   tune, generator, device)
+        tuned, trained_on = _self_train(ctx, data, model, head, features, rows, tune,
+                                        generator, device)
+        summary.setdefault("self_train", trained_on)  # the first member's
         losses = [*losses, *tuned]
         head.cpu()
-        encoder_state = {k: v.cpu() for k, v in model.encoder.state_dict().items()}
+        encoder_state = {n: t.cpu() for n, t in model.encoder.state_dict().items()}
         features = embed(model, data.x_train[rows], p.features, device)
     if p.neighbours:
         head = NeighbourHead(head, torch.from_numpy(features), p.neighbours)
-    predicted = head.positive_score(features) >= 0.5
-    train_fit = float((predicted == labels).mean())
-    share = float(predicted.mean())
-    summary["degenerate"] = (None if 0.0 < share < 1.0 else
-                             f"the classifier calls every training row "
-                             f"{'positive' if share else 'negative'}")
-    if summary["degenerate"]:  # a collapsed PU risk, say: reported, never silent
-        print(f"pucl train_classifier: WARNING: {summary['degenerate']} ({p.objective})",
-              file=sys.stderr)
-    with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
-        torch.save({"head": describe(head), "encoder_state": encoder_state,
-                    "features": p.features}, tmp)
-    tuning = p.finetune_epochs + p.self_train_epochs
-    write_table(ctx.path("classifier", "history.csv"),
-                pd.DataFrame({"epoch": range(1, len(losses) + 1), "loss": losses,
-                              "phase": ["head"] * (len(losses) - tuning)
-                              + ["finetune"] * p.finetune_epochs
-                              + ["self_train"] * p.self_train_epochs}))
-    write_json(ctx.path("classifier", "summary.json"), summary)
-    for i, loss in enumerate(losses, start=1):
-        if i % 10 == 0 or i == len(losses):
-            ctx.run.log_metrics({"loss": loss}, step=i)
-    ctx.run.set_tags({"classifier_objective": p.objective,
-                      "classifier_finetuned": str(p.finetune_epochs > 0).lower(),
-                      **({"classifier_prior_source": summary["prior_source"]}
-                         if summary["prior_source"] else {})})
-    ctx.run.log_artifact(ctx.path("classifier", "head.pt"))
-    ctx.run.log_artifact(ctx.path("classifier", "summary.json"))
-    metrics = {"train_fit": train_fit, "train_positive_share": share,
-               "classifier_degenerate": int(summary["degenerate"] is not None),
-               **({"final_loss": losses[-1]} if losses else {})}
-    if summary["prior"] is not None:
-        metrics["classifier_prior"] = summary["prior"]
-    return metrics
+    return Member(head, encoder_state, losses, features)
 
 
 def _self_train(ctx: StageContext, data, model, head, features: np.ndarray, rows: np.ndarray,

@@ -1,0 +1,85 @@
+"""pretrain.members: several encoders on one split, each with its own classifier, whose
+scores the pipeline averages. Checked against single-encoder runs of the same seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+
+from pucl.artifacts import classifier_features, load_classifier, load_models
+from pucl.classify.deployable import PUClassifier
+from pucl.config import load_params
+from pucl.data import load_dataset
+from pucl.features import encoder_part
+from tests.helpers import STAGES, read_metrics, stage
+
+
+def deployable(project) -> PUClassifier:
+    """The classifier evaluate logs, rebuilt from the stage outputs."""
+    out = project / "data"
+    reads = classifier_features(out / "classifier/head.pt")
+    members = load_classifier(out / "classifier/head.pt", load_models(out / "pretrain/model.pt"))
+    parts = [(encoder_part(model.encoder, reads), head) for model, head in members]
+    return PUClassifier(*parts[0], others=parts[1:]).eval()
+
+
+def test_members_average_the_classifiers_of_single_encoder_runs(project):
+    """Two members = the single runs with pretrain.seed 0 and 1 (same split, same nnPU
+    objective): the same fine-tuned weights, and the mean of their two scores."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["classifier"].update(objective="nnpu", finetune_epochs=1, features="trunk",
+                                neighbours=5)
+    params["evaluate"].update(prototype_views=0, knn_inputs=False)
+    settings = load_params(project / "params.yaml")
+    data = load_dataset(settings.data.dataset, root=settings.paths.data_root,
+                        test_fraction=settings.data.test_fraction, seed=settings.data.seed)
+
+    def pipeline(**pretrain):
+        params["pretrain"].update(pretrain)
+        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+        for name in STAGES:
+            stage(project, name)
+        return deployable(project), read_metrics(project), torch.load(
+            project / "data/classifier/head.pt", weights_only=False)
+
+    single = [pipeline(seed=seed) for seed in (0, 1)]
+    both, metrics, saved = pipeline(seed=None, members=2)
+
+    manifest = pd.read_parquet(project / "data/split/manifest.parquet")
+    test = manifest[manifest["split"] == "test"]
+    x = torch.from_numpy(data.x_test[test["index"].to_numpy()]).float() / 255.0
+    y = test["y"].to_numpy()
+    with torch.no_grad():
+        alone = [model(x).numpy() for model, _, _ in single]
+        together = both(x).numpy()
+    # each member is the single run of its seed, to the bit
+    for (_, _, want), got in zip(single, [saved, *saved["other_members"]], strict=True):
+        for key, value in want["encoder_state"].items():
+            assert torch.equal(value, got["encoder_state"][key]), key
+    np.testing.assert_allclose(together, (alone[0] + alone[1]) / 2, atol=1e-6)
+    assert not np.allclose(alone[0], alone[1])  # two encoders, two opinions
+    assert metrics["accuracy"] == float(((together >= 0.5) == y).mean())
+    assert metrics["accuracy_one_member"] == single[0][1]["accuracy"]
+    history = pd.read_csv(project / "data/pretrain/history.csv")
+    assert history["member"].tolist() == [0] * 2 + [1] * 2  # tiny params: 2 epochs each
+
+
+def test_a_classifier_pickled_before_members_existed_still_scores():
+    """MLflow pickles the whole module: a PUClassifier logged before `others` existed has
+    no such attributes, and must score as a one-member classifier."""
+    from pucl.classify.base import LinearHead
+
+    torch.manual_seed(0)
+    encoder, head = torch.nn.Flatten(), LinearHead(4)
+    x = torch.rand(5, 1, 2, 2)
+    model = PUClassifier(encoder, head, mirror=True).eval()
+    with torch.no_grad():
+        want = model(x)
+        del model.other_encoders, model.other_heads  # the old layout
+        np.testing.assert_allclose(model(x).numpy(), want.numpy())
+        mirrored = head(encoder((torch.flip(x, dims=[-1]) - 0.5) / 0.5))
+    own = torch.softmax(head(encoder((x - 0.5) / 0.5)), dim=1)[:, 1]
+    assert want.shape == (5,)
+    assert torch.allclose(want, (own + torch.softmax(mirrored, dim=1)[:, 1]) / 2)
