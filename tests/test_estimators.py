@@ -107,6 +107,19 @@ def test_neighbours_smooth_the_scores_of_the_same_head():
     np.testing.assert_allclose(smooth.predict_proba(new)[:, 1], expected, atol=1e-5)
 
 
+def test_members_average_the_estimators_of_consecutive_seeds():
+    """members = 2: the classifiers fitted alone with random_state 5 and 6, averaged."""
+    x, y, s = tabular_pu(300, seed=5)
+    fast = {"prior": 0.3, "epochs": 1, "head_epochs": 10}
+    alone = [PUClassifier(**fast, random_state=seed).fit(x, s).predict_proba(x)[:, 1]
+             for seed in (5, 6)]
+    both = PUClassifier(**fast, random_state=5, members=2).fit(x, s)
+    assert len(both.members_) == 2 and both.model_ is both.members_[0][0]
+    np.testing.assert_allclose(both.predict_proba(x)[:, 1], (alone[0] + alone[1]) / 2,
+                               atol=1e-6)
+    assert not np.allclose(alone[0], alone[1])
+
+
 def test_mirror_averages_the_scores_of_each_image_and_its_mirror():
     """mirror=True scores as the mean of the same fitted model's scores, without the
     mirror, of the images and of their left-right flips (computed here)."""
@@ -148,6 +161,7 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
     ({"neighbours": -1}, "neighbours must be an integer >= 0, got -1"),
+    ({"members": 0}, "members must be an integer >= 1, got 0"),
     ({"neighbours": 51}, "neighbours = 51 exceeds the 50 training rows \\(allowed: 0 to 50\\)"),
     ({"mirror": True}, "mirror=True averages each image with its mirror image, but X has "
                        "feature rows of shape \\[10\\] \\(allowed for feature rows: False\\)"),

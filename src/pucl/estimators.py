@@ -67,6 +67,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     mirror : bool, default=False
         Images only: a row's score is the mean of its score and its left-right mirror
         image's (`evaluate.tta: hflip` in the pipeline), for classes a mirror keeps.
+    members : int, default=1
+        m > 1: m encoders, pretrained with seeds random_state, +1, ..., each with its own
+        head; a row's score is the mean of theirs (`pretrain.members` in the pipeline).
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0
@@ -80,7 +83,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         The class prior used (estimated, or the given number).
     model_, head_ : torch modules
         The encoder with its projection head, and the head on encoder features (linear, or
-        a `NeighbourHead` around it when neighbours > 0).
+        a `NeighbourHead` around it when neighbours > 0); with members > 1, the first's.
+    members_ : list of (model, head)
+        Every member's encoder and head (one pair when members = 1).
     """
 
     def __init__(self, prior: str | float = "auto", loss: str = "pucl", encoder: str = "auto",
@@ -88,8 +93,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  weight_decay: float = 1e-5, temperature: float = 0.5, proj_dim: int = 128,
                  proj_hidden: int = 256, augment: dict | None = None,
                  objective: str = "nnpu", head_epochs: int = 100, head_lr: float = 1e-2,
-                 neighbours: int = 0, mirror: bool = False, threshold: float = 0.5,
-                 random_state: int = 0, progress: bool = False):
+                 neighbours: int = 0, mirror: bool = False, members: int = 1,
+                 threshold: float = 0.5, random_state: int = 0, progress: bool = False):
         self.prior = prior
         self.loss = loss
         self.encoder = encoder
@@ -106,6 +111,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.head_lr = head_lr
         self.neighbours = neighbours
         self.mirror = mirror
+        self.members = members
         self.threshold = threshold
         self.random_state = random_state
         self.progress = progress
@@ -138,6 +144,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
         if not isinstance(self.neighbours, (int, np.integer)) or self.neighbours < 0:
             raise ValueError(f"neighbours must be an integer >= 0, got {self.neighbours!r}")
+        if not isinstance(self.members, (int, np.integer)) or self.members < 1:
+            raise ValueError(f"members must be an integer >= 1, got {self.members!r}")
         if self.epochs < 0 or self.head_epochs < 1:
             raise ValueError(f"epochs must be >= 0 and head_epochs >= 1, got {self.epochs}, "
                              f"{self.head_epochs}")
@@ -201,22 +209,31 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                              f"rows (allowed: 0 to {len(x)})")
         labeled = s == 1
         self.prior_ = self._estimate_prior(x, labeled)
+        self.members_ = [self._fit_member(x, s, self.random_state + k)
+                         for k in range(self.members)]
+        self.model_, self.head_ = self.members_[0]
+        return self
 
-        torch.manual_seed(self.random_state)
+    def _fit_member(self, x: np.ndarray, s: np.ndarray, seed: int
+                    ) -> tuple[ContrastiveModel, torch.nn.Module]:
+        """One encoder (pretrained with `seed`) and its head; the first member's PUPL
+        labels are kept as pseudo_labels_."""
+        labeled = s == 1
+        torch.manual_seed(seed)
         tabular = x.ndim == 2
         name = self.encoder if self.encoder != "auto" else (
             "mlp" if tabular else "lenet5" if x.shape[-2:] == (28, 28) else "cnn7")
         model = ContrastiveModel(name, tuple(x.shape[1:]), self.proj_hidden, self.proj_dim)
-        generator = seeded_generator(self.random_state)
+        generator = seeded_generator(seed)
         if self.epochs > 0:
             self._pretrain(model, x, labeled, tabular, generator)
         features = embed(model, x, "encoder")
         settings = LinearSettings(self.head_epochs, self.head_lr, 1e-4, 256)
         if self.objective == "pupl_ce":
-            labeller = PSEUDO_LABELLERS.create("auto", prior=self.prior_,
-                                               random_state=self.random_state)
+            labeller = PSEUDO_LABELLERS.create("auto", prior=self.prior_, random_state=seed)
             labels = labeller.fit_predict(embed(model, x, "projector"), s)
-            self.pseudo_labels_ = labels
+            if seed == self.random_state:
+                self.pseudo_labels_ = labels
             head, _ = train_linear_head(features, labels, settings, generator,
                                         progress=self.progress)
         else:
@@ -224,8 +241,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                                     self.objective, settings, generator, self.progress)
         if self.neighbours:
             head = NeighbourHead(head, torch.from_numpy(features), self.neighbours)
-        self.model_, self.head_ = model.eval(), head.eval()
-        return self
+        return model.eval(), head.eval()
 
     def _estimate_prior(self, x: np.ndarray, labeled: np.ndarray) -> float:
         if not isinstance(self.prior, str):
@@ -255,7 +271,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         """[P(y = 0 | x), P(y = 1 | x)] per row."""
         check_is_fitted(self, "head_")
         x = self._inputs(X, reset=False)
-        positive = np.mean([self.head_.positive_score(embed(self.model_, v, "encoder"))
+        members = getattr(self, "members_", [(self.model_, self.head_)])  # pickled before
+        positive = np.mean([head.positive_score(embed(model, v, "encoder"))
+                            for model, head in members
                             for v in scoring_views(x, self.mirror)], axis=0).astype(np.float64)
         return np.column_stack([1.0 - positive, positive])
 
