@@ -38,6 +38,8 @@ def test_shipped_params_are_valid_and_match_the_code_defaults():
     ({"split": {"n_p": 0}}, "split.n_p"),
     ({"prior": {"value": 1.5}}, "prior.value"),
     ({"base": {"device": "tpu"}}, "base.device"),
+    ({"pretrain": {"members": 0}}, "pretrain.members.*greater than or equal to 1"),
+    ({"pretrain": {"seed": -1}}, "pretrain.seed.*greater than or equal to 0"),
     ({"sweep": {}}, "unknown parameter 'sweep'"),
 ])
 def test_bad_params_are_named(raw, message):
