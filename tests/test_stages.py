@@ -54,7 +54,16 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
     history = client.get_metric_history(by_stage["pretrain"].info.run_id, "loss")
     assert [m.step for m in history] == [1, 2]
     artifacts = {a.path for a in client.list_artifacts(by_stage["evaluate"].info.run_id)}
-    assert {"metrics.json", "roc.csv", "embedding.png", "roc.png"} <= artifacts
+    assert {"metrics.json", "roc.csv", "embedding.png", "roc.png", "errors_by_class.csv",
+            "errors_by_class.png"} <= artifacts
+    # mnist-i: the ten digits, evens positive; their mistakes add up to the accuracy's
+    import pandas as pd
+
+    by_class = pd.read_csv(project / "data/evaluate/errors_by_class.csv")
+    assert by_class["class"].tolist() == list(range(10))
+    assert by_class["label"].tolist() == [1, 0] * 5
+    assert by_class["rows"].sum() == metrics["n_test"]
+    assert by_class["errors"].sum() == round((1 - metrics["accuracy"]) * metrics["n_test"])
 
 
 def test_unreachable_tracking_store_still_writes_outputs(project):

@@ -32,6 +32,20 @@ def roc_points(y_true: np.ndarray, score: np.ndarray) -> dict[str, np.ndarray]:
     return {"fpr": fpr, "tpr": tpr, "threshold": thresholds}
 
 
+def errors_by_class(classes: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray) -> dict:
+    """Per original class of the test rows (digit, garment, ...): its binary label, rows,
+    mistakes, error rate and share of all mistakes, as columns of equal length, classes
+    in ascending order. Shows which classes a binary task's errors come from."""
+    values = np.unique(classes)
+    wrong = y_pred != y_true
+    rows = np.array([(classes == c).sum() for c in values])
+    errors = np.array([wrong[classes == c].sum() for c in values])
+    majority = [int(y_true[classes == c].mean() >= 0.5) for c in values]  # one label each
+    return {"class": values, "label": np.array(majority),
+            "rows": rows, "errors": errors, "error_rate": errors / rows,
+            "share_of_errors": errors / max(int(wrong.sum()), 1)}
+
+
 def knn_accuracy(
     train_features: np.ndarray,
     train_labels: np.ndarray,

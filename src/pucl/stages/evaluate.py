@@ -9,6 +9,8 @@ training labels, which the method never sees: pseudo_label_accuracy (PUPL labels
 truth on U) and knn_accuracy (kNN of frozen encoder features with true labels), beside
 knn_accuracy_inputs, the same probe on the flattened inputs (evaluate.knn_inputs): the
 number a representation has to beat to have learned anything the pixels did not show.
+`errors_by_class.csv` / `.png`: the test error of each original class (digit, garment)
+and its share of all mistakes, which shows where a binary task's errors come from.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from pucl.io import read_table, save_figure, write_json, write_table
 from pucl.metrics import (  # noqa: E402
     class_consistency,
     classification_metrics,
+    errors_by_class,
     feature_sparsity,
     knn_accuracy,
     prototype_bias,
@@ -75,6 +78,20 @@ def roc_figure(roc: dict, auc: float):
     ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=0.8)
     ax.set(xlabel="false positive rate", ylabel="true positive rate", title="test ROC")
     ax.legend(loc="lower right")
+    return fig
+
+
+def class_errors_figure(table: pd.DataFrame, accuracy: float):
+    fig, ax = plt.subplots(figsize=(5, 0.35 * len(table) + 1.2))
+    colours = np.where(table["label"] == 1, "tab:red", "tab:blue")
+    ax.barh(table["class"].astype(str), table["error_rate"], color=colours)
+    for y, (rate, share) in enumerate(zip(table["error_rate"], table["share_of_errors"],
+                                          strict=True)):
+        ax.text(rate, y, f" {share:.0%} of errors", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set(xlabel="test error rate (red: positive class, blue: negative)",
+           ylabel="original class", title=f"errors by class (accuracy {accuracy:.4f})")
+    ax.set_xlim(0, max(0.05, float(table["error_rate"].max()) * 1.45))
     return fig
 
 
@@ -171,6 +188,13 @@ def run(ctx: StageContext) -> dict:
                 input_features(x_train[known]), y_known, input_features(x_test), y_test,
                 p.knn_k)
 
+    # which original classes (digits, garments) the binary task's mistakes come from
+    by_class = pd.DataFrame(errors_by_class(data.y_test[test["index"].to_numpy()], y_test,
+                                            (score >= 0.5).astype(np.int64)))
+    write_table(ctx.path("evaluate", "errors_by_class.csv"), by_class)
+    save_figure(ctx.path("evaluate", "errors_by_class.png"),
+                class_errors_figure(by_class, metrics["accuracy"]))
+
     roc = roc_points(y_test, score)
     write_table(ctx.path("evaluate", "roc.csv"), pd.DataFrame(roc))
     save_figure(ctx.path("evaluate", "roc.png"), roc_figure(roc, metrics["roc_auc"]))
@@ -192,7 +216,8 @@ def run(ctx: StageContext) -> dict:
     ctx.validate(lambda: suites.metrics(metrics))
     write_json(ctx.path("evaluate", "metrics.json"), metrics)
     ctx.write_validation("evaluate")
-    for name in ("metrics.json", "roc.csv", "roc.png", "embedding.png"):
+    for name in ("metrics.json", "roc.csv", "roc.png", "embedding.png", "errors_by_class.csv",
+                 "errors_by_class.png"):
         ctx.run.log_artifact(ctx.path("evaluate", name))
     # The deployable classifier (encoder + head) as an MLflow model with its signature.
     example = unit_scale(data.x_test[test["index"].to_numpy()[:8]]).astype(np.float32)
