@@ -3,6 +3,7 @@ errors only (a bad parameter or bad data fails at once; a flaky disk or network 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from prefect import task
@@ -18,8 +19,6 @@ STAGE_RETRIES = 2
 def project_dir(project: str | None) -> Path:
     """The project a flow works on. A given directory also becomes PUCL_ROOT, so that the
     stages, their MLflow store and the champion lookup all agree on it."""
-    import os
-
     from pucl import tracking
 
     if not project:
@@ -27,6 +26,28 @@ def project_dir(project: str | None) -> Path:
     root = Path(project).resolve()
     os.environ[tracking.ROOT_ENV] = str(root)
     return root
+
+
+def exit_with_parent() -> None:
+    """In a worker process of a local pool: end this process when the process that
+    started it dies. A sweep killed by a signal (SIGTERM, SIGKILL, a closed terminal)
+    otherwise leaves its workers training on, orphaned, holding the cores. A no-op in
+    the main process; once per process."""
+    import multiprocessing
+    import signal
+    import threading
+    from multiprocessing.connection import wait
+
+    parent = multiprocessing.parent_process()
+    if parent is None or getattr(exit_with_parent, "watching", False):
+        return
+    exit_with_parent.watching = True
+
+    def watch() -> None:
+        wait([parent.sentinel])  # ready once the parent process has ended
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="pucl-exit-with-parent", daemon=True).start()
 
 
 def is_transient(exc: BaseException) -> bool:

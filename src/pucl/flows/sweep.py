@@ -26,7 +26,7 @@ from pucl import tracking
 from pucl.comparison import compare_runs, pipeline_runs
 from pucl.config import Params
 from pucl.errors import ParamsError, PuclError
-from pucl.flows._tasks import project_dir, retry_if_transient
+from pucl.flows._tasks import exit_with_parent, project_dir, retry_if_transient
 from pucl.pretraining import PRETRAINING_METHODS
 from pucl.stages._context import entry_settings
 from pucl.stages.preflight import check_inputs
@@ -106,6 +106,7 @@ def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], r
               variant: str | None = None) -> dict[str, Any]:
     """One grid point: the whole pipeline in its own directory, nested under the sweep.
     It may run on another machine's Dask worker: project and store come as arguments."""
+    exit_with_parent()  # a worker must not outlive a killed sweep
     if sweep_run_id is None:  # the store was unusable when the sweep started: say it once
         os.environ[tracking.TRACKING_ENV] = "off"
     os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
