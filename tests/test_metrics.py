@@ -24,3 +24,12 @@ def test_errors_by_class_counts_each_original_classes_mistakes():
 def test_errors_by_class_without_mistakes_has_zero_shares():
     table = errors_by_class(np.array([3, 4]), np.array([1, 0]), np.array([1, 0]))
     assert table["errors"].tolist() == [0, 0] and table["share_of_errors"].tolist() == [0, 0]
+
+
+def test_class_names_follow_the_datasets_labels():
+    from pucl.data.registry import class_name
+
+    assert class_name("fmnist", 4) == "coat" and class_name("fmnist", 0) == "T-shirt/top"
+    assert class_name("cifar10", 1) == "automobile" and class_name("stl10", 2) == "car"
+    assert class_name("mnist5k", 7) == "7"  # digits are their own names
+    assert class_name("stl10u", -1) == "-1"  # STL-10's unlabeled images

@@ -61,6 +61,7 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
 
     by_class = pd.read_csv(project / "data/evaluate/errors_by_class.csv")
     assert by_class["class"].tolist() == list(range(10))
+    assert by_class["name"].astype(str).tolist() == [str(d) for d in range(10)]  # unnamed
     assert by_class["label"].tolist() == [1, 0] * 5
     assert by_class["rows"].sum() == metrics["n_test"]
     assert by_class["errors"].sum() == round((1 - metrics["accuracy"]) * metrics["n_test"])

@@ -78,7 +78,9 @@ def _download(torchvision_dir: str, root: str) -> None:
 
 
 @register("fmnist", tasks=("fmnist-i", "fmnist-ii"), classes=tuple(range(10)),
-          image_shape=(1, 28, 28))
+          image_shape=(1, 28, 28),
+          class_names=("T-shirt/top", "trouser", "pullover", "dress", "coat", "sandal",
+                       "shirt", "sneaker", "bag", "ankle boot"))
 def load_fmnist(root: str | None = None, download: bool = False, **_ignored) -> ImageData:
     return load_idx_dataset("fmnist", root, "FashionMNIST", ("fashion-mnist", "fmnist"),
                             DEBIAN_FASHION_MNIST, download)

@@ -63,7 +63,9 @@ def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 @register("cifar10", tasks=("cifar-i", "cifar-ii", "cifar-iii", "cifar-0", "cifar-hard",
                             "cifar-medium", "cifar-easy"),
-          classes=tuple(range(10)), image_shape=(3, 32, 32), needs_root=True)
+          classes=tuple(range(10)), image_shape=(3, 32, 32), needs_root=True,
+          class_names=("airplane", "automobile", "bird", "cat", "deer", "dog", "frog",
+                       "horse", "ship", "truck"))
 def load_cifar10(root: str | None = None, download: bool = False, **_ignored) -> ImageData:
     if download and root:
         _download("cifar10", root)
@@ -88,8 +90,11 @@ def _stl_part(base: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     return raw.reshape(-1, 3, 96, 96).transpose(0, 1, 3, 2).copy(), labels
 
 
+STL10_NAMES = ("airplane", "bird", "car", "cat", "deer", "dog", "horse", "monkey", "ship", "truck")
+
+
 @register("stl10", tasks=("stl-i", "stl-ii", "stl-iii"), classes=tuple(range(10)),
-          image_shape=(3, 96, 96), needs_root=True)
+          image_shape=(3, 96, 96), needs_root=True, class_names=STL10_NAMES)
 def load_stl10(root: str | None = None, download: bool = False, **_ignored) -> ImageData:
     if download and root:
         _download("stl10", root)
@@ -101,7 +106,7 @@ def load_stl10(root: str | None = None, download: bool = False, **_ignored) -> I
 
 
 @register("stl10u", tasks=("stl-i", "stl-ii"), classes=(-1, *range(10)),
-          image_shape=(3, 96, 96), needs_root=True)
+          image_shape=(3, 96, 96), needs_root=True, class_names=STL10_NAMES)
 def load_stl10_unlabeled(root: str | None = None, download: bool = False, **_ignored
                          ) -> ImageData:
     """STL-I / STL-II as in paper 000 Table 3: the labelled positives come from the 5,000

@@ -47,6 +47,7 @@ class DatasetSpec:
     image_shape: tuple[int, ...] | None
     needs_root: bool = False  # reads files under paths.data_root (embedded data does not)
     needs_path: bool = False  # reads the file or folder data.path (bring your own)
+    class_names: tuple[str, ...] | None = None  # by class label, for reports (None: the labels)
 
 
 DATASETS: dict[str, DatasetSpec] = {}
@@ -54,13 +55,19 @@ DATASETS: dict[str, DatasetSpec] = {}
 
 def register(name: str, tasks: tuple[str, ...], classes: tuple[int, ...] | None,
              image_shape: tuple[int, ...] | None, needs_root: bool = False,
-             needs_path: bool = False):
+             needs_path: bool = False, class_names: tuple[str, ...] | None = None):
     def wrap(loader: Callable[..., ImageData]) -> Callable[..., ImageData]:
         DATASETS[name] = DatasetSpec(loader, tasks, classes, image_shape, needs_root,
-                                     needs_path)
+                                     needs_path, class_names)
         return loader
 
     return wrap
+
+
+def class_name(dataset: str, label: int) -> str:
+    """A class label's name for reports ("coat" for Fashion-MNIST's 4), else the label."""
+    names = dataset_spec(dataset).class_names
+    return names[label] if names and 0 <= label < len(names) else str(label)
 
 
 def dataset_spec(name: str) -> DatasetSpec:

@@ -32,7 +32,7 @@ from pucl.artifacts import (  # noqa: E402
 from pucl.classify.deployable import PUClassifier  # noqa: E402
 from pucl.classify.neighbours import NeighbourHead  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
-from pucl.data.registry import unit_scale  # noqa: E402
+from pucl.data.registry import class_name, unit_scale  # noqa: E402
 from pucl.errors import DataError  # noqa: E402
 from pucl.features import (  # noqa: E402
     augmented_projections,
@@ -84,7 +84,9 @@ def roc_figure(roc: dict, auc: float):
 def class_errors_figure(table: pd.DataFrame, accuracy: float):
     fig, ax = plt.subplots(figsize=(5, 0.35 * len(table) + 1.2))
     colours = np.where(table["label"] == 1, "tab:red", "tab:blue")
-    ax.barh(table["class"].astype(str), table["error_rate"], color=colours)
+    labels = [f"{c} {n}" if str(c) != n else n for c, n in zip(table["class"], table["name"],
+                                                               strict=True)]
+    ax.barh(labels, table["error_rate"], color=colours)
     for y, (rate, share) in enumerate(zip(table["error_rate"], table["share_of_errors"],
                                           strict=True)):
         ax.text(rate, y, f" {share:.0%} of errors", va="center", fontsize=8)
@@ -191,6 +193,8 @@ def run(ctx: StageContext) -> dict:
     # which original classes (digits, garments) the binary task's mistakes come from
     by_class = pd.DataFrame(errors_by_class(data.y_test[test["index"].to_numpy()], y_test,
                                             (score >= 0.5).astype(np.int64)))
+    by_class.insert(1, "name", [class_name(ctx.params.data.dataset, int(c))
+                                for c in by_class["class"]])
     write_table(ctx.path("evaluate", "errors_by_class.csv"), by_class)
     save_figure(ctx.path("evaluate", "errors_by_class.png"),
                 class_errors_figure(by_class, metrics["accuracy"]))
