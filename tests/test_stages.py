@@ -292,3 +292,10 @@ def test_pretraining_members_are_the_single_runs_of_their_seeds(project, trackin
     assert all(torch.equal(loaded[k], seeds[0][k]) for k in loaded)
     history = pd.read_csv(out / "history.csv")
     assert history["member"].tolist() == [0, 1]
+    # each member's curve under its own name in MLflow: loss, loss_member1
+    client = MlflowClient(tracking_uri)
+    last = client.search_runs([client.get_experiment_by_name("pucl").experiment_id],
+                              "tags.stage = 'pretrain'",
+                              order_by=["attributes.start_time DESC"])[0]
+    assert {"loss", "loss_member1"} <= set(last.data.metrics)
+    assert [m.step for m in client.get_metric_history(last.info.run_id, "loss_member1")] == [1]

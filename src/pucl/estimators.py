@@ -88,6 +88,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         Every member's encoder and head (one pair when members = 1).
     """
 
+    members = 1  # what estimators pickled before the parameter existed hold
+
     def __init__(self, prior: str | float = "auto", loss: str = "pucl", encoder: str = "auto",
                  epochs: int = 20, batch_size: int = 512, lr: float = 2e-3,
                  weight_decay: float = 1e-5, temperature: float = 0.5, proj_dim: int = 128,

@@ -16,7 +16,8 @@ With `pretrain.members` = m > 1 it pretrains m encoders on the same split, with 
 pretrain.seed (else base.seed), +1, ...; each is the encoder a single run with that seed
 trains, and is cached as such. `model.pt` then holds the first as usual (what PUPL and
 the diagnostics read) and the others under `other_members`; history.csv gains a `member`
-column. A checkpoint covers the member in training (the finished ones are in the cache).
+column. A checkpoint covers the member in training; the finished ones are resumed from
+the cache (with paths.pretrain_cache null, a rerun trains every member again).
 """
 
 from __future__ import annotations
@@ -193,15 +194,15 @@ def build_model(ctx: StageContext, in_shape) -> ContrastiveModel:
 
 
 def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, is_labeled,
-                   checkpoint: Path, fp: str, image_shape, prior: float | None, seed: int
-                   ) -> pd.DataFrame:
+                   checkpoint: Path, fp: str, image_shape, prior: float | None, seed: int,
+                   suffix: str = "") -> pd.DataFrame:
     p = ctx.params.pretrain
 
     def on_epoch(stats: EpochStats, state: dict) -> None:
         with atomic_path(checkpoint) as tmp:
             torch.save({**state, "fingerprint": fp}, tmp)
-        ctx.run.log_metrics({"loss": stats.loss, "lr": stats.lr,
-                             "images_per_s": stats.images_per_s}, step=stats.epoch)
+        ctx.run.log_metrics({f"loss{suffix}": stats.loss, f"lr{suffix}": stats.lr,
+                             f"images_per_s{suffix}": stats.images_per_s}, step=stats.epoch)
 
     job = PretrainJob(model, loss_fn, images, is_labeled, augment, p.epochs, p.batch_size,
                       p.lr, p.weight_decay, p.proj_dim, p.proj_hidden, prior,
@@ -219,11 +220,14 @@ def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, 
     return frame
 
 
-def pretrain_member(ctx: StageContext, seed: int, last: bool, trainer, loss_fn, augment,
-                    images, is_labeled, image_shape, prior: float | None,
+def pretrain_member(ctx: StageContext, k: int, seed: int, last: bool, trainer, loss_fn,
+                    augment, images, is_labeled, image_shape, prior: float | None,
                     train: pd.DataFrame) -> tuple[dict, pd.DataFrame, Path | None]:
-    """One encoder, pretrained with `seed` (or restored from paths.pretrain_cache): its
-    saved model, its per-epoch history, and the cache entry it was restored from."""
+    """Encoder k, pretrained with `seed` (or restored from paths.pretrain_cache): its
+    saved model, its per-epoch history, and the cache entry it was restored from. Its
+    MLflow curves are `loss`, `lr`, `images_per_s` for the first, `loss_member{k}`, ...
+    for the others."""
+    suffix = f"_member{k}" if k else ""
     torch.manual_seed(seed)  # weights initialise identically on every run
     model = build_model(ctx, image_shape)
     fp = fingerprint(ctx, train, prior, images, seed)
@@ -232,13 +236,14 @@ def pretrain_member(ctx: StageContext, seed: int, last: bool, trainer, loss_fn, 
         print(f"pucl pretrain: reusing the finished pretraining {entry}", file=sys.stderr)
         frame = pd.read_csv(ctx.path("pretrain", "history.csv"))
         for row in frame.itertuples(index=False):
-            ctx.run.log_metrics({"loss": row.loss, "lr": row.lr,
-                                 "images_per_s": row.images_per_s}, step=int(row.epoch))
+            ctx.run.log_metrics({f"loss{suffix}": row.loss, f"lr{suffix}": row.lr,
+                                 f"images_per_s{suffix}": row.images_per_s},
+                                step=int(row.epoch))
         reused = entry
     else:
         frame = train_and_save(ctx, trainer, model, loss_fn, augment, images, is_labeled,
                                ctx.path("pretrain", "checkpoint.pt"), fp, image_shape, prior,
-                               seed)
+                               seed, suffix)
         store_in_cache(ctx, entry)
         reused = None
     saved = torch.load(ctx.path("pretrain", "model.pt"), map_location="cpu", weights_only=False)
@@ -263,7 +268,7 @@ def run(ctx: StageContext) -> dict:
         if len(seeds) > 1:
             print(f"pucl pretrain: encoder {k + 1} of {len(seeds)} (seed {seed})",
                   file=sys.stderr)
-        saved, frame, entry = pretrain_member(ctx, seed, k == len(seeds) - 1, trainer,
+        saved, frame, entry = pretrain_member(ctx, k, seed, k == len(seeds) - 1, trainer,
                                               loss_fn, augment, images, is_labeled,
                                               data.image_shape, prior_used, train)
         members.append(saved)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pucl.artifacts import load_method_head, load_models
+from pucl.artifacts import load_method_head, load_model, load_models
 from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.classify.heads import describe
 from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
@@ -47,7 +47,13 @@ def run(ctx: StageContext) -> dict:
     p = ctx.params.classifier
     settings = LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size)
     data = ctx.data()
-    models = load_models(ctx.path("pretrain", "model.pt"))
+    pretrained = ctx.path("pretrain", "model.pt")
+    models = [load_model(pretrained)]
+    # The global random state a one-encoder run initialises its head from (the harness's
+    # seed, advanced by building one model): every member starts from it, so member k
+    # trains as the single run of its encoder does.
+    start = torch.get_rng_state()
+    models += load_models(pretrained)[1:]
     device = resolve_device(ctx.params.base.device)
     summary: dict = {"objective": p.objective, "prior": None, "prior_source": None,
                      "finetune_epochs": p.finetune_epochs, "finetune_ema": p.finetune_ema,
@@ -111,6 +117,7 @@ def run(ctx: StageContext) -> dict:
     for k, model in enumerate(models):
         if len(models) > 1:
             print(f"pucl train_classifier: member {k + 1} of {len(models)}", file=sys.stderr)
+        torch.set_rng_state(start)
         members.append(_fit_member(ctx, k, model, data, rows, which, fit_head, tune, device,
                                    summary))
     scores = np.mean([m.head.positive_score(m.features) for m in members], axis=0)
@@ -169,10 +176,10 @@ class Member:
 def _fit_member(ctx: StageContext, k: int, model, data, rows: np.ndarray, which: str,
                 fit_head, tune: dict, device: torch.device, summary: dict) -> Member:
     """Head, fine-tuning, self-training and neighbour smoothing on one encoder, each
-    member from random states seeded alike: member k is the single run whose encoder
-    was pretrained with member k's seed."""
+    member from the same random states: with the PU objectives (which read neither PUPL
+    nor a re-estimated prior), member k is the single run whose encoder was pretrained
+    with member k's seed; otherwise every member learns from the first one's labels."""
     p = ctx.params.classifier
-    torch.manual_seed(ctx.params.base.seed)  # the head's initial weights, as in a single run
     generator = seeded_generator(ctx.params.base.seed)
     features = embed(model, data.x_train[rows], which, device)
     head, losses = fit_head(features, generator, k)
