@@ -46,11 +46,12 @@ def load_model(path: Path) -> ContrastiveModel:
     return _build(saved, saved["state_dict"], path)
 
 
-def load_models(path: Path) -> list[ContrastiveModel]:
-    """Every pretrained encoder + projection head (pretrain.members of them), first first."""
+def load_models(path: Path, start: int = 0) -> list[ContrastiveModel]:
+    """The pretrained encoders + projection heads (pretrain.members of them), first
+    first; from member `start` on."""
     saved = _load(path, "model", "pretrain")
     return [_build(saved, member["state_dict"], path)
-            for member in [saved, *saved.get("other_members", [])]]
+            for member in [saved, *saved.get("other_members", [])][start:]]
 
 
 def classifier_features(head_path: Path) -> str:

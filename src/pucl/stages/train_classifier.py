@@ -53,7 +53,7 @@ def run(ctx: StageContext) -> dict:
     # seed, advanced by building one model): every member starts from it, so member k
     # trains as the single run of its encoder does.
     start = torch.get_rng_state()
-    models += load_models(pretrained)[1:]
+    models += load_models(pretrained, start=1)
     device = resolve_device(ctx.params.base.device)
     summary: dict = {"objective": p.objective, "prior": None, "prior_source": None,
                      "finetune_epochs": p.finetune_epochs, "finetune_ema": p.finetune_ema,
