@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,7 @@ def repro(
 
     with pipeline_run(params, "pipeline (pucl repro)", "repro") as parent:
         parent.log_artifact(root / "params.yaml")
-        code = subprocess.call(cmd, cwd=root, env=_stage_env(root, parent.run_id))
+        code = _call_as_group(cmd, cwd=root, env=_stage_env(root, parent.run_id))
         metrics_path = root / params.paths.evaluate / "metrics.json"
         if code == 0 and metrics_path.exists():  # also when every stage was up to date
             parent.log_metrics(json.loads(metrics_path.read_text()))
@@ -84,6 +85,22 @@ def repro(
     if table is not None:
         out.print(table)
     out.print(f"MLflow store: {uri}  (open it with `pucl ui`)")
+
+
+def _call_as_group(cmd: list[str], **popen) -> int:
+    """Run `cmd` in a process group of its own and return its exit code. When this
+    process is stopped (Ctrl-C, SIGTERM), stop the whole group (dvc and the stage it runs),
+    so no stage trains on as an orphan; the stage closes its MLflow run as KILLED."""
+    proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+    try:
+        return proc.wait()
+    except BaseException:  # SIGTERM, not SIGINT: a background job ignores SIGINT
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
 
 
 @app.command()

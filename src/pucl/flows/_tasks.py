@@ -11,9 +11,11 @@ from prefect.cache_policies import NO_CACHE
 
 from pucl.config import Params
 from pucl.errors import PuclError
+from pucl.interrupts import SIGTERM_EXIT_CODE
 from pucl.stages.runner import call_stage
 
 STAGE_RETRIES = 2
+STOP_GRACE_SECONDS = 60  # an orphaned worker's time to close its runs before it is ended
 
 
 def project_dir(project: str | None) -> Path:
@@ -36,6 +38,7 @@ def exit_with_parent() -> None:
     import multiprocessing
     import signal
     import threading
+    import time
     from multiprocessing.connection import wait
 
     parent = multiprocessing.parent_process()
@@ -45,7 +48,9 @@ def exit_with_parent() -> None:
 
     def watch() -> None:
         wait([parent.sentinel])  # ready once the parent process has ended
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # unwinds, closing MLflow runs as KILLED
+        time.sleep(STOP_GRACE_SECONDS)  # unless the pool's loop caught it and lives on
+        os._exit(SIGTERM_EXIT_CODE)
 
     threading.Thread(target=watch, name="pucl-exit-with-parent", daemon=True).start()
 

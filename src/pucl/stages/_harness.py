@@ -19,6 +19,7 @@ from pucl import tracking
 from pucl.config import Params, flatten, load_params
 from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
+from pucl.interrupts import end_on_sigterm, run_status
 from pucl.runtime import configure
 from pucl.stages import NUMPY_ONLY_STAGES, STAGES
 from pucl.stages._context import StageContext
@@ -107,6 +108,7 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
     """Validate params, open a tracked run (nested under the pipeline's parent run), run the
     stage, log its metrics, and roll the key numbers up to the parent."""
     quiet_defaults()
+    end_on_sigterm()  # a stopped stage closes its MLflow runs as KILLED
     root = (root or Path.cwd()).resolve()
     params = params or load_params(params_path(root))
     check_methods(params)
@@ -132,9 +134,9 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
             ctx = StageContext(name, params, root, mlrun, progress)
             metrics = run(ctx)
             mlrun.log_metrics(metrics)
-    except BaseException:
+    except BaseException as exc:
         if owned:
-            parent.finish("FAILED")
+            parent.finish(run_status(exc))
         raise
     if parent is not None:
         parent.log_metrics(parent_rollup(name, metrics))

@@ -129,7 +129,7 @@ class Run:
         return info.model_id
 
     def finish(self, status: str) -> None:
-        """Close the run as FINISHED or FAILED (once; later calls are ignored)."""
+        """Close the run as FINISHED, FAILED or KILLED (once; later calls are ignored)."""
         if self.active and not self.ended:
             self.ended = True
             self._safe("end run", "set_terminated", status)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pucl.environment import quiet_defaults
+from pucl.interrupts import run_status
 from pucl.tracking.location import standard_tags
 from pucl.tracking.runs import TRACKING_ENV, Run, _warn, first_line, tracking_disabled
 
@@ -197,7 +198,8 @@ def tracked_run(
     parent_run_id: str | None = None,
 ) -> Iterator[Run]:
     """Create a run (nested under `parent_run_id` when given), yield it, and close it
-    FINISHED, or FAILED when the body raises. Without a usable store, yields a run that
+    FINISHED, KILLED when the body is stopped (Ctrl-C, SIGTERM), or FAILED when it
+    raises. Without a usable store, yields a run that
     records nothing."""
     with run_in(try_open_store(uri, experiment, root), name, root, tags,
                 parent_run_id) as handle:
@@ -219,7 +221,7 @@ def run_in(store: Store | None, name: str, root: Path, tags: Mapping[str, Any] |
             os.environ[TRACKING_ENV] = "off"
     try:
         yield handle
-    except BaseException:
-        handle.finish("FAILED")
+    except BaseException as exc:
+        handle.finish(run_status(exc))  # KILLED when stopped (Ctrl-C, SIGTERM)
         raise
     handle.finish("FINISHED")
