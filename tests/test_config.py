@@ -40,6 +40,7 @@ def test_shipped_params_are_valid_and_match_the_code_defaults():
     ({"base": {"device": "tpu"}}, "base.device"),
     ({"pretrain": {"members": 0}}, "pretrain.members.*greater than or equal to 1"),
     ({"pretrain": {"seed": -1}}, "pretrain.seed.*greater than or equal to 0"),
+    ({"classifier": {"members": 17}}, "classifier.members.*less than or equal to 16"),
     ({"sweep": {}}, "unknown parameter 'sweep'"),
 ])
 def test_bad_params_are_named(raw, message):

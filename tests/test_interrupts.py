@@ -25,8 +25,8 @@ root, uri, handled = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "handled"
 if handled:
     end_on_sigterm()
 with tracking.tracked_run("stopped", "interrupts", uri, root) as run:
-    print(run.run_id, flush=True)
     try:
+        print(run.run_id, flush=True)
         time.sleep(120)
     finally:
         (root / "unwound").touch()

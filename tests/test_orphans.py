@@ -23,8 +23,8 @@ def _unwinding_worker(pids, marker: str) -> None:
 
     end_on_sigterm()
     exit_with_parent()
-    pids.put(os.getpid())
     try:
+        pids.put(os.getpid())
         time.sleep(120)
     finally:  # where open MLflow runs are closed as KILLED
         Path(marker).touch()

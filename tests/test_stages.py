@@ -152,7 +152,8 @@ def test_classifier_objectives_record_their_prior_and_differ(project, tracking_u
         summary = json.loads((project / "data/classifier/summary.json").read_text())
         assert summary == {"objective": objective, "prior": want_prior, "prior_source": source,
                            "finetune_epochs": 0, "finetune_ema": 0.0, "degenerate": None,
-                           "features": "encoder", "neighbours": 0, "members": 1}
+                           "features": "encoder", "neighbours": 0, "members": 1,
+                           "encoders": 1}
         heads[(objective, str(prior))] = torch.load(
             project / "data/classifier/head.pt")["head"]["state"]["linear.weight"]
     client = MlflowClient(tracking_uri)

@@ -84,15 +84,17 @@ def load_classifier_model(head_path: Path, pretrained: ContrastiveModel) -> Cont
 def load_classifier(head_path: Path, pretrained: list[ContrastiveModel]
                     ) -> list[tuple[ContrastiveModel, nn.Module]]:
     """Every member of the classifier, as (the model whose encoder feeds it, its head):
-    one per pretrained encoder (`load_models`), whose own objects come back where
-    train_classifier did not fine-tune them."""
+    `classifier.members` per pretrained encoder (`load_models`), encoder by encoder. A
+    pretrained model's own object comes back where train_classifier did not fine-tune it."""
     saved = _load(head_path, "classifier", "train_classifier", "head")
     specs = [saved, *saved.get("other_members", [])]
-    if len(specs) != len(pretrained):
-        raise DataError(f"{head_path} holds {len(specs)} classifier(s) for "
-                        f"{len(pretrained)} pretrained encoder(s): rerun train_classifier")
-    return [(_with_encoder(model, spec.get("encoder_state"), head_path),
-             _rebuild_head(spec, head_path)) for model, spec in zip(pretrained, specs, strict=True)]
+    # which encoder each member fine-tuned (files with one member per encoder omit it)
+    encoders = [spec.get("encoder", k) for k, spec in enumerate(specs)]
+    if sorted(set(encoders)) != list(range(len(pretrained))):
+        raise DataError(f"{head_path} holds classifiers of {len(set(encoders))} encoder(s) "
+                        f"for {len(pretrained)} pretrained encoder(s): rerun train_classifier")
+    return [(_with_encoder(pretrained[e], spec.get("encoder_state"), head_path),
+             _rebuild_head(spec, head_path)) for e, spec in zip(encoders, specs, strict=True)]
 
 
 def load_method_head(path: Path, member: int = 0) -> nn.Module:

@@ -3,7 +3,8 @@
 `metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split
 (and accuracy_unsmoothed, the head's own, when classifier.neighbours smooths it;
 accuracy_one_view, without the mirror image, when evaluate.tta averages it in;
-accuracy_one_member, the first encoder's classifier alone, when pretrain.members > 1);
+accuracy_one_member, the first classifier alone, when pretrain.members or
+classifier.members is above 1);
 prior_estimate / prior_true / prior_abs_error; and ORACLE diagnostics that read true
 training labels, which the method never sees: pseudo_label_accuracy (PUPL labels vs the
 truth on U) and knn_accuracy (kNN of frozen encoder features with true labels), beside
@@ -155,7 +156,7 @@ def run(ctx: StageContext) -> dict:
     if len(views) > 1:  # what the mirror bought
         metrics["accuracy_one_view"] = classification_metrics(
             y_test, scores[:, 0].mean(axis=0))["accuracy"]
-    if len(members) > 1:  # what the other encoders bought
+    if len(members) > 1:  # what the other members bought
         metrics["accuracy_one_member"] = classification_metrics(
             y_test, scores[0].mean(axis=0))["accuracy"]
 

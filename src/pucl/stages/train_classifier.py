@@ -9,7 +9,9 @@ the same objective (pretraining's augmentations), and `head.pt` also holds the f
 encoder. With `classifier.self_train_epochs` > 0 (PU objectives) they then learn with
 cross-entropy from the classifier's own confident rank pseudo-labels of U. With
 `classifier.neighbours` = k > 0 the head's scores are smoothed over the k nearest
-training rows, whose features and scores `head.pt` then holds. Outputs `head.pt`,
+training rows, whose features and scores `head.pt` then holds. One classifier per
+pretrained encoder (`pretrain.members`), times `classifier.members` per encoder with seeds
+base.seed, base.seed + 1, ...; their scores are averaged. Outputs `head.pt`,
 `history.csv` (head, fine-tuning and self-training epochs) and `summary.json` (objective,
 prior used and its source, fine-tuning epochs, features, neighbours, self-training's
 rows, and `degenerate`: why the head calls every training row one class, else null; also
@@ -17,6 +19,7 @@ a warning and the metric `classifier_degenerate`)."""
 
 from __future__ import annotations
 
+import copy
 import sys
 from dataclasses import dataclass
 
@@ -58,7 +61,7 @@ def run(ctx: StageContext) -> dict:
     summary: dict = {"objective": p.objective, "prior": None, "prior_source": None,
                      "finetune_epochs": p.finetune_epochs, "finetune_ema": p.finetune_ema,
                      "features": p.features, "neighbours": p.neighbours,
-                     "members": len(models)}
+                     "members": len(models) * p.members, "encoders": len(models)}
     if p.neighbours:  # checked before any training
         n_rows = len(ctx.manifest().query(TRAINING_ROWS))
         if p.neighbours > n_rows:
@@ -114,12 +117,21 @@ def run(ctx: StageContext) -> dict:
 
         tune = {"labels": torch.from_numpy(labels.astype(np.int64)), "kind": "ce"}
     members = []
-    for k, model in enumerate(models):
-        if len(models) > 1:
-            print(f"pucl train_classifier: member {k + 1} of {len(models)}", file=sys.stderr)
-        torch.set_rng_state(start)
-        members.append(_fit_member(ctx, k, model, data, rows, which, fit_head, tune, device,
-                                   summary))
+    total = len(models) * p.members
+    for e, pretrained_model in enumerate(models):
+        for c in range(p.members):  # classifier c of encoder e, from seed base.seed + c
+            if total > 1:
+                print(f"pucl train_classifier: member {len(members) + 1} of {total}",
+                      file=sys.stderr)
+            # fine-tuning changes the encoder in place: the encoder's other classifiers
+            # start from a copy of the pretrained one
+            model = pretrained_model if c == p.members - 1 else copy.deepcopy(pretrained_model)
+            if c == 0:
+                torch.set_rng_state(start)
+            else:
+                torch.manual_seed(ctx.params.base.seed + c)
+            members.append(_fit_member(ctx, e, ctx.params.base.seed + c, model, data, rows,
+                                       which, fit_head, tune, device, summary))
     scores = np.mean([m.head.positive_score(m.features) for m in members], axis=0)
     predicted = scores >= 0.5
     train_fit = float((predicted == labels).mean())
@@ -130,7 +142,9 @@ def run(ctx: StageContext) -> dict:
     if summary["degenerate"]:  # a collapsed PU risk, say: reported, never silent
         print(f"pucl train_classifier: WARNING: {summary['degenerate']} ({p.objective})",
               file=sys.stderr)
-    saved = [{"head": describe(m.head), "encoder_state": m.encoder_state} for m in members]
+    saved = [{"head": describe(m.head), "encoder_state": m.encoder_state,
+              **({"encoder": k // p.members} if p.members > 1 else {})}
+             for k, m in enumerate(members)]
     with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
         torch.save({**saved[0], "features": p.features,
                     **({"other_members": saved[1:]} if len(saved) > 1 else {})}, tmp)
@@ -173,16 +187,19 @@ class Member:
     features: np.ndarray
 
 
-def _fit_member(ctx: StageContext, k: int, model, data, rows: np.ndarray, which: str,
-                fit_head, tune: dict, device: torch.device, summary: dict) -> Member:
-    """Head, fine-tuning, self-training and neighbour smoothing on one encoder, each
-    member from the same random states: with the PU objectives (which read neither PUPL
-    nor a re-estimated prior), member k is the single run whose encoder was pretrained
-    with member k's seed; otherwise every member learns from the first one's labels."""
+def _fit_member(ctx: StageContext, encoder: int, seed: int, model, data, rows: np.ndarray,
+                which: str, fit_head, tune: dict, device: torch.device, summary: dict
+                ) -> Member:
+    """Head, fine-tuning, self-training and neighbour smoothing on one encoder, the
+    batches and augmentations drawn from `seed`. The first classifier of every encoder
+    starts from the same random states: with the PU objectives (which read neither PUPL
+    nor a re-estimated prior), that of encoder k is the single run whose encoder was
+    pretrained with encoder k's seed; otherwise every member learns from the first
+    encoder's labels."""
     p = ctx.params.classifier
-    generator = seeded_generator(ctx.params.base.seed)
+    generator = seeded_generator(seed)
     features = embed(model, data.x_train[rows], which, device)
-    head, losses = fit_head(features, generator, k)
+    head, losses = fit_head(features, generator, encoder)
     encoder_state = None
     if p.finetune_epochs > 0:
         tuned = finetune(encoder_part(model.encoder, p.features), head,
