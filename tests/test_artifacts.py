@@ -37,3 +37,21 @@ def test_a_file_without_a_head_is_refused_in_one_line(tmp_path):
     with pytest.raises(DataError, match="is not a classifier written by the "
                                         "train_classifier stage"):
         load_head(tmp_path / "head.pt")
+
+
+def test_equal_content_gives_equal_bytes(tmp_path):
+    """write_torch names the archive inside the file the same whatever temporary file it
+    went through: a rerun that trains the same weights leaves DVC nothing to recompute."""
+    from pucl.io import write_torch
+
+    content = {"state": _head().state_dict(), "features": "encoder"}
+    write_torch(tmp_path / "a" / "head.pt", content)
+    write_torch(tmp_path / "b" / "head.pt", content)
+    assert (tmp_path / "a/head.pt").read_bytes() == (tmp_path / "b/head.pt").read_bytes()
+    loaded = torch.load(tmp_path / "a/head.pt", weights_only=False)
+    assert torch.equal(loaded["state"]["mean"], content["state"]["mean"])
+    # what torch.save does with the path of a temporary file (as before write_torch)
+    for name in (".head.pt.k3j1x9.tmp", ".head.pt.p0q7m2.tmp"):  # mkstemp's random names
+        torch.save(content, tmp_path / name)
+    assert (tmp_path / ".head.pt.k3j1x9.tmp").read_bytes() \
+        != (tmp_path / ".head.pt.p0q7m2.tmp").read_bytes()

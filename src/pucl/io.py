@@ -50,6 +50,16 @@ def atomic_path(path: Path) -> Iterator[Path]:
         tmp_path.unlink(missing_ok=True)
 
 
+def write_torch(path: Path, obj: Any) -> None:
+    """torch.save `obj` to `path` atomically. Saved through a file object, the archive
+    inside is not named after the temporary file: equal content gives equal bytes, so
+    DVC sees an unchanged output as unchanged."""
+    import torch
+
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        torch.save(obj, f)
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}

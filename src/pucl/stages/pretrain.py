@@ -40,7 +40,7 @@ import torch  # noqa: E402
 import pucl.data.augment as augment_module  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
 from pucl.data.split import pretrain_holdout  # noqa: E402
-from pucl.io import atomic_path, save_figure, write_table  # noqa: E402
+from pucl.io import atomic_path, save_figure, write_table, write_torch  # noqa: E402
 from pucl.losses import CONTRASTIVE_LOSSES, make_loss  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
 from pucl.pretraining import PRETRAINING_METHODS, PretrainJob  # noqa: E402
@@ -199,8 +199,7 @@ def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, 
     p = ctx.params.pretrain
 
     def on_epoch(stats: EpochStats, state: dict) -> None:
-        with atomic_path(checkpoint) as tmp:
-            torch.save({**state, "fingerprint": fp}, tmp)
+        write_torch(checkpoint, {**state, "fingerprint": fp})
         ctx.run.log_metrics({f"loss{suffix}": stats.loss, f"lr{suffix}": stats.lr,
                              f"images_per_s{suffix}": stats.images_per_s}, step=stats.epoch)
 
@@ -210,11 +209,10 @@ def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, 
                       resume=load_resume_state(checkpoint, fp), on_epoch=on_epoch,
                       progress=ctx.progress)
     result = trainer.train(job)
-    with atomic_path(ctx.path("pretrain", "model.pt")) as tmp:
-        torch.save({"state_dict": model.cpu().state_dict(), "encoder": p.encoder,
-                    "in_shape": list(image_shape), "proj_hidden": p.proj_hidden,
-                    "proj_dim": p.proj_dim, "loss": p.loss, "method": p.method,
-                    "classifier": result.classifier, "seed": seed}, tmp)
+    write_torch(ctx.path("pretrain", "model.pt"), {
+        "state_dict": model.cpu().state_dict(), "encoder": p.encoder,
+        "in_shape": list(image_shape), "proj_hidden": p.proj_hidden, "proj_dim": p.proj_dim,
+        "loss": p.loss, "method": p.method, "classifier": result.classifier, "seed": seed})
     frame = pd.DataFrame([h.to_dict() for h in result.history])
     write_table(ctx.path("pretrain", "history.csv"), frame)
     return frame
@@ -275,8 +273,8 @@ def run(ctx: StageContext) -> dict:
         frames.append(frame.assign(member=k) if len(seeds) > 1 else frame)
         reused.append(entry)
     if len(seeds) > 1:  # the first member stays the model every reader loads by default
-        with atomic_path(ctx.path("pretrain", "model.pt")) as tmp:
-            torch.save({**members[0], "other_members": members[1:]}, tmp)
+        write_torch(ctx.path("pretrain", "model.pt"),
+                    {**members[0], "other_members": members[1:]})
         write_table(ctx.path("pretrain", "history.csv"), pd.concat(frames, ignore_index=True))
     if any(entry is not None for entry in reused):
         ctx.run.set_tags({"pretrain_reused": ", ".join(str(e) for e in reused if e)})

@@ -37,7 +37,7 @@ from pucl.classify.self_train import confident_pseudo_labels
 from pucl.data.augment import make_augment
 from pucl.errors import DataError, ParamsError
 from pucl.features import embed, encoder_part
-from pucl.io import atomic_path, read_table, write_json, write_table
+from pucl.io import read_table, write_json, write_table, write_torch
 from pucl.runtime import resolve_device, seeded_generator
 from pucl.stages._context import LABEL_COLUMNS, StageContext
 
@@ -145,9 +145,9 @@ def run(ctx: StageContext) -> dict:
     saved = [{"head": describe(m.head), "encoder_state": m.encoder_state,
               **({"encoder": k // p.members} if p.members > 1 else {})}
              for k, m in enumerate(members)]
-    with atomic_path(ctx.path("classifier", "head.pt")) as tmp:
-        torch.save({**saved[0], "features": p.features,
-                    **({"other_members": saved[1:]} if len(saved) > 1 else {})}, tmp)
+    write_torch(ctx.path("classifier", "head.pt"),
+                {**saved[0], "features": p.features,
+                 **({"other_members": saved[1:]} if len(saved) > 1 else {})})
     tuning = p.finetune_epochs + p.self_train_epochs
     history = []
     for k, m in enumerate(members):
