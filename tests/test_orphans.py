@@ -30,11 +30,29 @@ def _unwinding_worker(pids, marker: str) -> None:
         Path(marker).touch()
 
 
-def _sweep(pids, watched: bool, marker: str | None = None) -> None:
+def _late_worker(pids, marker: str) -> None:
+    """A worker that survives its stopped point (a process pool's loop catches the
+    exception) and is handed the next point after the sweep died."""
+    from pucl.flows._tasks import exit_with_parent
+    from pucl.interrupts import Terminated, end_on_sigterm
+
+    end_on_sigterm()
+    exit_with_parent()  # the first point
+    try:
+        pids.put(os.getpid())
+        time.sleep(120)
+    except Terminated:
+        pass  # the pool reports the point as failed and takes the next one
+    exit_with_parent()  # the next point
+    Path(marker).touch()  # it would have run
+
+
+def _sweep(pids, watched: bool, marker: str | None = None, late: bool = False) -> None:
     """Start a worker, then die as a killed sweep does: at once, no clean-up."""
     context = multiprocessing.get_context("spawn")
     if marker is not None:
-        context.Process(target=_unwinding_worker, args=(pids, marker)).start()
+        target = _late_worker if late else _unwinding_worker
+        context.Process(target=target, args=(pids, marker)).start()
     else:
         context.Process(target=_worker if watched else _sleeper, args=(pids,)).start()
     while pids.empty():  # the worker is up (and, when watched, watching)
@@ -56,10 +74,11 @@ def alive(pid: int) -> bool:
         return f.read().split(") ")[1][0] != "Z"
 
 
-def orphan_after_parent_dies(watched: bool, marker: str | None = None) -> int:
+def orphan_after_parent_dies(watched: bool, marker: str | None = None,
+                             late: bool = False) -> int:
     context = multiprocessing.get_context("spawn")
     pids = context.Manager().Queue()
-    sweep = context.Process(target=_sweep, args=(pids, watched, marker))
+    sweep = context.Process(target=_sweep, args=(pids, watched, marker, late))
     sweep.start()
     sweep.join(60)
     return pids.get(timeout=60)
@@ -81,6 +100,16 @@ def test_an_orphaned_worker_unwinds_before_it_ends(tmp_path):
         time.sleep(0.1)
     assert not alive(pid)
     assert marker.exists()
+
+
+def test_a_point_handed_on_after_the_sweep_died_does_not_start(tmp_path):
+    marker = tmp_path / "started"
+    pid = orphan_after_parent_dies(watched=True, marker=str(marker), late=True)
+    deadline = time.monotonic() + 20
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid)
+    assert not marker.exists()
 
 
 def test_without_the_watch_the_worker_would_live_on():

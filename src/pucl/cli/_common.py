@@ -15,18 +15,12 @@ from rich.table import Table
 from pucl import tracking
 from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
-from pucl.interrupts import end_on_sigterm
 
 app = typer.Typer(help="Contrastive PU learning pipeline (DVC stages, MLflow tracking).",
                   no_args_is_help=True, add_completion=False)
 err = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the width
 # Tables of runs are wide: do not squeeze them to 80 columns when piped to a file.
 out = Console() if sys.stdout.isatty() else Console(width=220)
-
-
-@app.callback()
-def _before_every_command() -> None:
-    end_on_sigterm()  # `kill` stops a command the way Ctrl-C does: runs end KILLED
 
 
 SetOption = Annotated[list[str] | None, typer.Option(

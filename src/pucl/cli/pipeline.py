@@ -31,6 +31,7 @@ from pucl.cli._common import (
 from pucl.config import load_params
 from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
+from pucl.interrupts import end_on_sigterm
 
 
 def _stage_env(root: Path, parent_run_id: str | None) -> dict[str, str]:
@@ -66,6 +67,9 @@ def repro(
         _fail("dvc is not installed in this environment (run: make setup)")
 
     uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
+    # `kill` stops it the way Ctrl-C does: dvc and the stage stop too, their runs KILLED.
+    # (Only here: the Prefect flows of other commands bring their own SIGTERM handling.)
+    end_on_sigterm()
     cmd = [sys.executable, "-m", "dvc", "repro", *(["--force"] if force else []), *(stages or [])]
     from pucl.stages._harness import pipeline_run
 

@@ -42,7 +42,11 @@ def exit_with_parent() -> None:
     from multiprocessing.connection import wait
 
     parent = multiprocessing.parent_process()
-    if parent is None or getattr(exit_with_parent, "watching", False):
+    if parent is None:
+        return
+    if not parent.is_alive():  # a point the pool handed on after its sweep had died
+        os._exit(SIGTERM_EXIT_CODE)
+    if getattr(exit_with_parent, "watching", False):
         return
     exit_with_parent.watching = True
 
