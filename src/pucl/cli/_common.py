@@ -22,7 +22,6 @@ err = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the 
 # Tables of runs are wide: do not squeeze them to 80 columns when piped to a file.
 out = Console() if sys.stdout.isatty() else Console(width=220)
 
-
 SetOption = Annotated[list[str] | None, typer.Option(
     "--set", "-s", help="override a param for this run: section.name=value (repeatable)")]
 
