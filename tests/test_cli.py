@@ -109,6 +109,13 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeyp
     (["bench", "fmnist-i-1k", "--seeds", "0,x"], "comma-separated integers"),
     (["bench", "fmnist-i-1k", "--set", "prior.method=pen"], "'pen'"),
     (["bench", "fmnist-i-1k", "--set", "prior.method"], "prior.method"),
+    (["bench", "fmnist-i-3k", "--variants", "default"], "preset fmnist-i-3k names no default"),
+    (["run", "--preset", "fmnist-ii-1k", "--variant", "zz"],
+     "unknown variant 'zz' of preset fmnist-ii-1k"),
+    (["run", "--preset", "no-such-preset"], "unknown preset 'no-such-preset'"),
+    (["run", "--preset", "fmnist-i-3k"], "preset fmnist-i-3k names no default variant"),
+    (["run", "--variant", "zz"], "--variant 'zz' needs --preset"),
+    (["check", "--preset", "fmnist-ii-1k", "--set", "pretrain.members=0"], "pretrain.members"),
 ])
 def test_bench_refuses_bad_presets_in_one_line(project, args, message):
     import shutil
@@ -119,6 +126,27 @@ def test_bench_refuses_bad_presets_in_one_line(project, args, message):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_a_preset_run_takes_the_default_variant_under_the_users_set(project):
+    """pucl run/check --preset: the preset's set, then its default (or --variant), then
+    --set; what check validates is what run would run."""
+    from pucl.cli._common import _preset_overrides, _validated_overrides
+    from pucl.stages.runner import resolve_params
+
+    (project / "mine.yaml").write_text(yaml.safe_dump({
+        "name": "mine", "set": {"split.n_p": 300, "pretrain.epochs": 3},
+        "variants": {"short": {"pretrain.epochs": 1}, "long": {"pretrain.epochs": 7}},
+        "default": "long"}))
+    base, tags = _preset_overrides(project, str(project / "mine.yaml"), None)
+    assert tags == {"preset": "mine", "variant": "long"}
+    params = resolve_params(project, _validated_overrides(project, ["split.n_p=200"], base))
+    assert (params.split.n_p, params.pretrain.epochs) == (200, 7)
+    base, tags = _preset_overrides(project, str(project / "mine.yaml"), "short")
+    assert resolve_params(project, _validated_overrides(project, None, base)).pretrain.epochs == 1
+    result = pucl(project, "check", "--preset", "mine.yaml", "--variant", "short")
+    assert result.returncode == 0, result.stderr
+    assert "with preset mine variant short" in result.stdout
 
 
 def test_every_preset_is_a_valid_sweep_of_valid_params():

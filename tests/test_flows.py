@@ -36,7 +36,8 @@ def executions(flows_env, harness):
     # a copy as the repro left it, for test_repro_is_idempotent_and_selective
     repro_copy = root.parent / "repro-copy"
     shutil.copytree(root, repro_copy)
-    summary = pipeline(run_name="flow-run", project=str(root), progress=False)
+    summary = pipeline(run_name="flow-run", project=str(root), progress=False,
+                       tags={"preset": "tiny", "variant": "plain"})
     return {"flow": summary, "first_repro": first, "repro_copy": repro_copy}
 
 
@@ -65,6 +66,8 @@ def test_one_parent_and_one_run_per_stage_per_execution(flows_env, executions, e
     assert parent.data.params["pretrain.augment.degrees"] == str(
         params["pretrain"]["augment"]["degrees"])
     assert 0 < parent.data.metrics["gamma"] < 1 and "accuracy" in parent.data.metrics
+    if entry == "prefect":  # pucl run --preset names its preset and variant
+        assert (parent.data.tags["preset"], parent.data.tags["variant"]) == ("tiny", "plain")
 
     stage_runs = children(client, parent.info.run_id)
     assert [r.info.run_name for r in stage_runs] == list(STAGES)

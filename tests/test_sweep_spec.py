@@ -11,7 +11,7 @@ import pytest
 from pucl.config import apply_overrides, parse_assignments, parse_params
 from pucl.errors import ParamsError
 from pucl.reporting import comparison_table, runs_frame, varying_params
-from pucl.sweep import expand, parse_sweep
+from pucl.sweep import expand, parse_sweep, variant_overrides
 
 
 def test_expand_is_the_cartesian_product_times_seeds():
@@ -143,6 +143,25 @@ def test_bench_table_prints_percent_beside_the_paper():
 def test_reference_must_name_a_variant():
     with pytest.raises(ParamsError, match="unknown variants"):
         parse_sweep({"name": "s", "variants": {"a": {}}, "reference": {"b": 90.0}})
+
+
+def test_default_must_name_a_variant():
+    with pytest.raises(ParamsError, match="default names an unknown variant 'b'"):
+        parse_sweep({"name": "s", "variants": {"a": {}}, "default": "b"})
+
+
+def test_a_variant_as_one_run_layers_the_variant_over_the_presets_set():
+    spec = parse_sweep({"name": "p", "set": {"split.n_p": 400, "pretrain.epochs": 5},
+                        "variants": {"a": {"pretrain.epochs": 9}, "b": {"pretrain.loss": "punce"}},
+                        "default": "b"})
+    assert variant_overrides(spec) == ("b", {"split.n_p": 400, "pretrain.epochs": 5,
+                                             "pretrain.loss": "punce"})
+    assert variant_overrides(spec, "a") == ("a", {"split.n_p": 400, "pretrain.epochs": 9})
+    with pytest.raises(ParamsError, match=r"unknown variant 'c' of preset p \(allowed: a, b\)"):
+        variant_overrides(spec, "c")
+    undecided = parse_sweep({"name": "q", "variants": {"a": {}}})
+    with pytest.raises(ParamsError, match="preset q names no default variant"):
+        variant_overrides(undecided)
 
 
 def test_grouped_comparison_names_the_prior_source_and_minutes_per_seed():

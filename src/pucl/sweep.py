@@ -49,6 +49,9 @@ class SweepSpec(BaseModel):
     variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # published numbers to print beside the results (pucl bench), per variant name
     reference: dict[str, float] = Field(default_factory=dict)
+    # the variant a preset recommends (its best measured): `pucl run --preset NAME` runs it,
+    # `pucl bench NAME --variants default` benchmarks it
+    default: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -95,6 +98,9 @@ class SweepSpec(BaseModel):
         if unknown:
             raise ValueError(f"reference names unknown variants {unknown} (variants: "
                              f"{', '.join(self.variants) or 'none'})")
+        if self.default is not None and self.default not in self.variants:
+            raise ValueError(f"default names an unknown variant {self.default!r} (variants: "
+                             f"{', '.join(self.variants) or 'none'})")
         return self
 
 
@@ -116,9 +122,22 @@ def parse_sweep(raw: Any, source: str = "sweep file") -> SweepSpec:
         key = ".".join(str(p) for p in error["loc"])
         if error["type"] == "extra_forbidden":
             raise ParamsError(f"{source}: unknown key '{key}' (allowed: name, seeds, grid, "
-                              "set, variants, reference)") from None
+                              "set, variants, reference, default)") from None
         raise ParamsError(f"{source}: invalid '{key}' = {error.get('input')!r}: "
                           f"{error['msg']}") from None
+
+
+def variant_overrides(spec: SweepSpec, variant: str | None = None) -> tuple[str, dict[str, Any]]:
+    """One variant of a preset as a single run's overrides: the preset's `set`, then the
+    variant's own settings on top. Without `variant`, the preset's default."""
+    name = variant or spec.default
+    allowed = ", ".join(spec.variants) or "none"
+    if name is None:
+        raise ParamsError(f"preset {spec.name} names no default variant: pick one with "
+                          f"--variant (allowed: {allowed})")
+    if name not in spec.variants:
+        raise ParamsError(f"unknown variant {name!r} of preset {spec.name} (allowed: {allowed})")
+    return name, {**spec.set, **spec.variants[name]}
 
 
 def load_sweep(path: str | Path) -> SweepSpec:

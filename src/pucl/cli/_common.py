@@ -60,13 +60,58 @@ def _project() -> Path:
     return root
 
 
-def _validated_overrides(root: Path, assignments: list[str] | None) -> dict:
-    """Parse --set values and validate params.yaml with them, before any work starts."""
+PRESETS = Path("params") / "presets"
+PresetOption = Annotated[str | None, typer.Option(
+    help="start from a preset's settings (params/presets/NAME.yaml, or a sweep file path) "
+         "and its default variant; --set still wins")]
+VariantOption = Annotated[str | None, typer.Option(
+    help="with --preset: this variant instead of the preset's default")]
+
+
+def _load_preset(root: Path, preset: str):
+    """A preset by name (params/presets/NAME.yaml) or path, or one line and exit 2."""
+    from pucl.sweep import load_sweep
+
+    path = Path(preset) if preset.endswith((".yaml", ".yml")) else root / PRESETS / f"{preset}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (root / PRESETS).glob("*.yaml"))
+        _fail(f"unknown preset {preset!r} (allowed: {', '.join(known) or 'none'}, or a "
+              "sweep file path)")
+    try:
+        return load_sweep(path)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+        raise  # unreachable
+
+
+def _preset_overrides(root: Path, preset: str | None,
+                      variant: str | None) -> tuple[dict, dict[str, str]]:
+    """The overrides and MLflow tags of --preset/--variant ({} and {} without a preset)."""
+    if preset is None:
+        if variant is not None:
+            _fail(f"--variant {variant!r} needs --preset (the preset it belongs to)")
+        return {}, {}
+    from pucl.sweep import variant_overrides
+
+    spec = _load_preset(root, preset)
+    try:
+        name, overrides = variant_overrides(spec, variant)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+        raise  # unreachable
+    return overrides, {"preset": spec.name, "variant": name}
+
+
+def _validated_overrides(root: Path, assignments: list[str] | None,
+                         base: dict | None = None) -> dict:
+    """Parse --set values and validate params.yaml with them (on top of `base`, a
+    preset's settings), before any work starts."""
     from pucl.config import anchor_paths, parse_assignments
     from pucl.stages.runner import resolve_params
 
     try:
-        overrides = anchor_paths(parse_assignments(assignments or []), Path.cwd())
+        overrides = {**(base or {}),
+                     **anchor_paths(parse_assignments(assignments or []), Path.cwd())}
         params = resolve_params(root, overrides)
         from pucl.stages.preflight import check_inputs
 

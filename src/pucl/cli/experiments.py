@@ -12,10 +12,12 @@ from rich.table import Table
 
 from pucl import tracking
 from pucl.cli._common import (
+    PRESETS,
     SetOption,
     _fail,
     _frame_table,
     _ints,
+    _load_preset,
     _prefect_env,
     _project,
     _run_flow,
@@ -152,16 +154,14 @@ def _run_sweep(spec, workers: int, runner: str, address: str | None, by: list[st
         spec=spec.model_dump(), project=str(root), by=by))
 
 
-PRESETS = Path("params") / "presets"
-
-
 @app.command()
 def bench(
     preset: Annotated[str | None, typer.Argument(
         help="preset name (params/presets/NAME.yaml) or a sweep file path")] = None,
     seeds: Annotated[str | None, typer.Option(help="override the preset's seeds, e.g. 0,1")] = None,
     variants: Annotated[str | None, typer.Option(
-        help="run only these variants, comma-separated")] = None,
+        help="run only these variants, comma-separated ('default': the preset's "
+             "recommended one)")] = None,
     workers: Annotated[int, typer.Option(min=1, help="points run at once")] = 1,
     runner: Annotated[str, typer.Option(
         help="task runner: processes | threads | dask")] = "processes",
@@ -174,19 +174,13 @@ def bench(
     --set adds to the preset's `set`: every point gets it, unless its variant sets it.
     Without PRESET: list the presets."""
     from pucl.reporting import bench_table
-    from pucl.sweep import load_sweep
 
     root = _project()
     if preset is None:
         _list_presets(root / PRESETS)
         return
-    path = Path(preset) if preset.endswith((".yaml", ".yml")) else root / PRESETS / f"{preset}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in (root / PRESETS).glob("*.yaml"))
-        _fail(f"unknown preset {preset!r} (allowed: {', '.join(known) or 'none'}, or a "
-              "sweep file path)")
+    spec = _load_preset(root, preset)
     try:
-        spec = load_sweep(path)
         update: dict = {}
         if set_:
             from pucl.config import anchor_paths, parse_assignments
@@ -196,6 +190,11 @@ def bench(
             update["seeds"] = _ints(seeds)
         if variants:
             wanted = _split_list(variants)
+            if "default" in wanted and "default" not in spec.variants:
+                if spec.default is None:
+                    _fail(f"preset {spec.name} names no default variant (allowed in "
+                          f"--variants: {', '.join(spec.variants) or 'none'})")
+                wanted = [spec.default if v == "default" else v for v in wanted]
             unknown = [v for v in wanted if v not in spec.variants]
             if unknown:
                 _fail(f"unknown variant {unknown[0]!r} in --variants (allowed: "
@@ -219,13 +218,16 @@ def bench(
 
 
 def _list_presets(directory: Path) -> None:
-    table = Table(title=f"presets ({directory})")
+    from pucl.sweep import load_sweep
+
+    table = Table(title=f"presets ({directory}); pucl run --preset NAME runs the default variant")
     table.add_column("preset")
     table.add_column("what")
+    table.add_column("default variant")
     for path in sorted(directory.glob("*.yaml")):
         first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines()
                       if line.startswith("#")), "")
-        table.add_row(path.stem, first)
+        table.add_row(path.stem, first, load_sweep(path).default or "-")
     out.print(table)
 
 

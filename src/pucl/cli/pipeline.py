@@ -17,10 +17,13 @@ from rich.table import Table
 
 from pucl import tracking
 from pucl.cli._common import (
+    PresetOption,
     SetOption,
+    VariantOption,
     _fail,
     _metrics_table,
     _prefect_env,
+    _preset_overrides,
     _project,
     _run_flow,
     _validated_overrides,
@@ -126,11 +129,16 @@ def ui(
 
 
 @app.command()
-def check(assignments: SetOption = None) -> None:
-    """Validate params.yaml (with any --set overrides) and the data without running."""
+def check(assignments: SetOption = None, preset: PresetOption = None,
+          variant: VariantOption = None) -> None:
+    """Validate params.yaml (with a preset's settings and any --set overrides) and the
+    data without running."""
     root = _project()
-    _validated_overrides(root, assignments)
-    suffix = f" with {', '.join(assignments)}" if assignments else ""
+    base, tags = _preset_overrides(root, preset, variant)
+    _validated_overrides(root, assignments, base)
+    with_ = ([f"preset {tags['preset']} variant {tags['variant']}"] if tags else []) + \
+        list(assignments or [])
+    suffix = f" with {', '.join(with_)}" if with_ else ""
     out.print(f"params.yaml is valid{suffix} ({root / 'params.yaml'})")
 
 
@@ -140,15 +148,22 @@ def run_cmd(
     name: Annotated[str | None, typer.Option(
         help="run name (default: run-<time>-<loss>-s<seed>)")] = None,
     progress: Annotated[bool, typer.Option(help="progress bars")] = True,
+    preset: PresetOption = None,
+    variant: VariantOption = None,
 ) -> None:
-    """Run the whole pipeline as a Prefect flow, in its own run directory (not the DVC outs)."""
+    """Run the whole pipeline as a Prefect flow, in its own run directory (not the DVC outs).
+    With --preset: that benchmark's settings and its recommended variant, on one seed
+    (base.seed; --set base.seed=S for another)."""
     root = _project()
-    overrides = _validated_overrides(root, set_)
+    base, tags = _preset_overrides(root, preset, variant)
+    overrides = _validated_overrides(root, set_, base)
     _prefect_env()
     from pucl.flows.pipeline import pipeline
 
+    prefix = f"{tags['preset']}-{tags['variant']}" if tags else "run"
     summary = _run_flow(lambda: pipeline(overrides=overrides, run_name=name,
-                                         project=str(root), progress=progress))
+                                         project=str(root), progress=progress,
+                                         name_prefix=prefix, tags=tags))
     table = Table(title=f"test metrics: {summary['name']}")
     table.add_column("metric")
     table.add_column("value", justify="right")

@@ -33,12 +33,14 @@ def _flow_run_id() -> str:
       "-> PUPL -> classifier -> evaluation, in a run directory")
 def pipeline(overrides: dict[str, Any] | None = None, run_name: str | None = None,
              project: str | None = None, progress: bool = True,
-             name_prefix: str = "run") -> dict[str, Any]:
-    """Returns the run's name, directory, MLflow parent run id and test metrics."""
+             name_prefix: str = "run", tags: dict[str, str] | None = None) -> dict[str, Any]:
+    """Returns the run's name, directory, MLflow parent run id and test metrics. `tags` go
+    on the MLflow parent run (a preset run's `preset` and `variant`)."""
     root = project_dir(project)
     params = resolve_params(root, overrides)
     name = safe_name(run_name) if run_name else default_run_name(params, name_prefix)
     result = run_pipeline(params, run_directory(root, params, name), name,
-                          tags={"prefect_flow_run_id": _flow_run_id()}, progress=progress,
+                          tags={"prefect_flow_run_id": _flow_run_id(), **(tags or {})},
+                          progress=progress,
                           entry="prefect", stage_call=prefect_stage_call)
     return result.summary()
