@@ -237,6 +237,9 @@ class EvaluateParams(_Section):
     # Test-time views (pucl.classify.deployable): hflip scores each image and its mirror
     # image and averages the two; the logged classifier does the same. Images only.
     tta: Literal["none", "hflip"] = Field("none", description="views averaged per test row")
+    # ... and tta_shift > 0 also its 8 translations by that many pixels (of each view)
+    tta_shift: int = Field(0, ge=0, le=4, description="pixels of the translated test views "
+                           "(0: off)")
     knn_k: int = Field(20, ge=1)
     knn_inputs: bool = Field(True, description="also run the kNN probe on the flattened "
                              "inputs (knn_accuracy_inputs), the baseline for knn_accuracy")

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pucl.data.augment import normalize, to_unit_float
+from pucl.data.augment import normalize, test_time_views, to_unit_float
 from pucl.models import ContrastiveModel
 
 
@@ -23,11 +23,14 @@ def encoder_part(encoder: torch.nn.Module, which: str) -> torch.nn.Module:
     return encoder
 
 
-def scoring_views(images: np.ndarray, mirror: bool) -> list[np.ndarray]:
-    """The views a test image is scored on: itself, and with `mirror` its left-right
-    mirror image (evaluate.tta: hflip; PUClassifier(mirror=True)), made contiguous for
-    torch."""
-    return [images, np.ascontiguousarray(images[..., ::-1])] if mirror else [images]
+def scoring_views(images: np.ndarray, mirror: bool, shift: int = 0) -> list[np.ndarray]:
+    """The views a test image is scored on, as arrays of its dtype: itself first, then
+    its translations by `shift` pixels and its mirror image (test_time_views; the same
+    views as PUClassifier(mirror=..., shift=...))."""
+    if not mirror and not shift:
+        return [images]
+    return [v.numpy() for v in test_time_views(torch.from_numpy(np.ascontiguousarray(images)),
+                                               mirror, shift)]
 
 
 @torch.no_grad()

@@ -9,21 +9,23 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 
-from pucl.data.augment import normalize
+from pucl.data.augment import normalize, test_time_views
 
 
 class PUClassifier(nn.Module):
     """float32 pixels in [0, 1], shape [n, c, h, w] (or raw features [n, d] for tabular
     data) -> P(y = 1 | x), shape [n]. With `mirror`, the mean of the scores of each
-    image and of its horizontal mirror image (for classes a mirror does not change).
+    image and of its horizontal mirror image (for classes a mirror does not change); with
+    `shift` > 0, also over its translations by that many pixels (test_time_views).
     With `others`, (encoder, head) pairs whose scores are averaged with this one's."""
 
     def __init__(self, encoder: nn.Module, head: nn.Module, mirror: bool = False,
-                 others: Sequence[tuple[nn.Module, nn.Module]] = ()):
+                 others: Sequence[tuple[nn.Module, nn.Module]] = (), shift: int = 0):
         super().__init__()
         self.encoder = encoder
         self.head = head  # LinearHead, PrototypeHead or a NeighbourHead around either
         self.mirror = mirror
+        self.shift = shift
         self.other_encoders = nn.ModuleList([encoder for encoder, _ in others])
         self.other_heads = nn.ModuleList([head for _, head in others])
 
@@ -34,7 +36,8 @@ class PUClassifier(nn.Module):
                        strict=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        views = [normalize(x)] + ([normalize(torch.flip(x, dims=[-1]))] if self.mirror else [])
+        # classifiers pickled before translated views existed have no `shift`
+        views = [normalize(v) for v in test_time_views(x, self.mirror, getattr(self, "shift", 0))]
         scores = [torch.softmax(head(encoder(view)), dim=1)[:, 1]
                   for encoder, head in self.members() for view in views]
         return torch.stack(scores).mean(dim=0)

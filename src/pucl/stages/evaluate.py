@@ -2,7 +2,8 @@
 
 `metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split
 (and accuracy_unsmoothed, the head's own, when classifier.neighbours smooths it;
-accuracy_one_view, without the mirror image, when evaluate.tta averages it in;
+accuracy_one_view, the image alone, when evaluate.tta or evaluate.tta_shift average
+other views in;
 accuracy_one_member, the first classifier alone, when pretrain.members or
 classifier.members is above 1);
 prior_estimate / prior_true / prior_abs_error; and ORACLE diagnostics that read true
@@ -138,7 +139,7 @@ def run(ctx: StageContext) -> dict:
     x_train = data.x_train[train["index"].to_numpy()]
     f_train = embed(model, x_train, "encoder", device)
     y_test = test["y"].to_numpy().astype(np.int64)
-    views = scoring_views(x_test, p.tta == "hflip")
+    views = scoring_views(x_test, p.tta == "hflip", p.tta_shift)
     features = [[f_test if (member is model and reads == "encoder" and v == 0)
                  else embed(member, view, reads, device) for v, view in enumerate(views)]
                 for member, _ in members]
@@ -153,7 +154,7 @@ def run(ctx: StageContext) -> dict:
             [[head.base.positive_score(f) for f in fs] for head, fs in zip(heads, features,
                                                                            strict=True)],
             axis=(0, 1)))["accuracy"]
-    if len(views) > 1:  # what the mirror bought
+    if len(views) > 1:  # what the mirror and translated views bought
         metrics["accuracy_one_view"] = classification_metrics(
             y_test, scores[:, 0].mean(axis=0))["accuracy"]
     if len(members) > 1:  # what the other members bought
@@ -227,7 +228,7 @@ def run(ctx: StageContext) -> dict:
     # The deployable classifier (encoder + head) as an MLflow model with its signature.
     example = unit_scale(data.x_test[test["index"].to_numpy()[:8]]).astype(np.float32)
     parts = [(encoder_part(member.encoder, reads), head) for member, head in members]
-    ctx.run.log_pytorch_model(PUClassifier(*parts[0], mirror=p.tta == "hflip",
+    ctx.run.log_pytorch_model(PUClassifier(*parts[0], mirror=p.tta == "hflip", shift=p.tta_shift,
                                            others=parts[1:]).eval(), "classifier", example)
     return metrics
 
