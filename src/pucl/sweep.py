@@ -83,6 +83,9 @@ class SweepSpec(BaseModel):
     @classmethod
     def _variants(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for name, overrides in v.items():
+            if name == "default":
+                raise ValueError("'default' names the recommended variant (key default:); "
+                                 "give this variant another name")
             if not _NAME.match(name):
                 raise ValueError(f"variant names use letters, digits, '.', '_' and '-' "
                                  f"only, got {name!r}")
@@ -120,6 +123,8 @@ def parse_sweep(raw: Any, source: str = "sweep file") -> SweepSpec:
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(p) for p in error["loc"])
+        if not key:  # a rule across keys (reference, default): its message names them
+            raise ParamsError(f"{source}: {error['msg'].removeprefix('Value error, ')}") from None
         if error["type"] == "extra_forbidden":
             raise ParamsError(f"{source}: unknown key '{key}' (allowed: name, seeds, grid, "
                               "set, variants, reference, default)") from None
@@ -138,6 +143,24 @@ def variant_overrides(spec: SweepSpec, variant: str | None = None) -> tuple[str,
     if name not in spec.variants:
         raise ParamsError(f"unknown variant {name!r} of preset {spec.name} (allowed: {allowed})")
     return name, {**spec.set, **spec.variants[name]}
+
+
+def select_variants(spec: SweepSpec, wanted: list[str]) -> SweepSpec:
+    """The preset with only the `wanted` variants (in its own order), their references, and
+    its default if wanted; the name 'default' stands for the preset's default variant."""
+    allowed = ", ".join(spec.variants) or "none"
+    if "default" in wanted:
+        if spec.default is None:
+            raise ParamsError(f"preset {spec.name} names no default variant (allowed in "
+                              f"--variants: {allowed})")
+        wanted = [spec.default if v == "default" else v for v in wanted]
+    unknown = [v for v in wanted if v not in spec.variants]
+    if unknown:
+        raise ParamsError(f"unknown variant {unknown[0]!r} in --variants (allowed: {allowed})")
+    return spec.model_copy(update={
+        "variants": {k: v for k, v in spec.variants.items() if k in wanted},
+        "reference": {k: v for k, v in spec.reference.items() if k in wanted},
+        "default": spec.default if spec.default in wanted else None})
 
 
 def load_sweep(path: str | Path) -> SweepSpec:

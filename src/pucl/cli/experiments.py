@@ -189,18 +189,9 @@ def bench(
         if seeds:
             update["seeds"] = _ints(seeds)
         if variants:
-            wanted = _split_list(variants)
-            if "default" in wanted and "default" not in spec.variants:
-                if spec.default is None:
-                    _fail(f"preset {spec.name} names no default variant (allowed in "
-                          f"--variants: {', '.join(spec.variants) or 'none'})")
-                wanted = [spec.default if v == "default" else v for v in wanted]
-            unknown = [v for v in wanted if v not in spec.variants]
-            if unknown:
-                _fail(f"unknown variant {unknown[0]!r} in --variants (allowed: "
-                      f"{', '.join(spec.variants) or 'none'})")
-            update["variants"] = {k: v for k, v in spec.variants.items() if k in wanted}
-            update["reference"] = {k: v for k, v in spec.reference.items() if k in wanted}
+            from pucl.sweep import select_variants
+
+            spec = select_variants(spec, _split_list(variants))
         from pucl.sweep import parse_sweep
 
         spec = parse_sweep({**spec.model_dump(), **update}, f"preset {preset}")
