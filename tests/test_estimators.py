@@ -135,6 +135,22 @@ def test_mirror_averages_the_scores_of_each_image_and_its_mirror():
     assert not np.allclose(alone, flipped)  # the mirror is not a no-op here
 
 
+def test_shift_averages_the_scores_of_the_translated_images():
+    """shift=1 scores as the mean of the same fitted model's plain scores of the nine
+    1-pixel translations of each image (padded and cropped here)."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, size=(64, 1, 12, 12), dtype=np.uint8)
+    s = (np.arange(64) % 4 == 0).astype(np.int64)
+    clf = PUClassifier(prior=0.4, epochs=1, batch_size=32, head_epochs=5, shift=1).fit(x, s)
+    shifted = clf.predict_proba(x[:16])[:, 1]
+    clf.set_params(shift=0)
+    padded = np.pad(x[:16], [(0, 0), (0, 0), (1, 1), (1, 1)])
+    alone = [clf.predict_proba(np.ascontiguousarray(padded[..., 1 + i:13 + i, 1 + j:13 + j]))[:, 1]
+             for i in (-1, 0, 1) for j in (-1, 0, 1)]
+    np.testing.assert_allclose(shifted, np.mean(alone, axis=0), atol=1e-6)
+    assert not np.allclose(shifted, alone[4])  # the translations changed something
+
+
 def test_pu_classifier_learns_images_with_the_pupl_objective():
     from pucl.data import load_dataset
 
@@ -162,6 +178,9 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
     ({"neighbours": -1}, "neighbours must be an integer >= 0, got -1"),
     ({"members": 0}, "members must be an integer >= 1, got 0"),
+    ({"shift": 5}, "shift must be an integer from 0 to 4, got 5"),
+    ({"shift": 1}, "shift=1 translates images, but X has feature rows of shape \\[10\\] "
+                   "\\(allowed for feature rows: 0\\)"),
     ({"neighbours": 51}, "neighbours = 51 exceeds the 50 training rows \\(allowed: 0 to 50\\)"),
     ({"mirror": True}, "mirror=True averages each image with its mirror image, but X has "
                        "feature rows of shape \\[10\\] \\(allowed for feature rows: False\\)"),

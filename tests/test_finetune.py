@@ -199,11 +199,12 @@ def test_encoder_part_is_lenets_conv_trunk_and_shares_its_weights():
 
 def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, tracking_uri,
                                                                   monkeypatch):
-    """classifier.features: trunk, with neighbour smoothing, self-training and mirror views
-    (evaluate.tta: hflip). The fine-tuned trunk and the head on its 256-d features give evaluate's
-    accuracy, recomputed here from the saved files, a naive smoothing over the training
-    rows and the mean over each test image and its mirror; the FC layers the head does not
-    read stay as pretrained."""
+    """classifier.features: trunk, with neighbour smoothing, self-training, mirror and
+    translated views (evaluate.tta: hflip, tta_shift: 1). The fine-tuned trunk and the head
+    on its 256-d features give evaluate's accuracy, recomputed here from the saved files, a
+    naive smoothing over the training rows and the mean over each test image, its mirror
+    and their 1-pixel translations (padded and cropped here); the FC layers the head does
+    not read stay as pretrained."""
     import pandas as pd
 
     from pucl.artifacts import load_classifier_model, load_head, load_model
@@ -213,7 +214,7 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
     params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
                                      "finetune_epochs": 1, "features": "trunk",
                                      "neighbours": 5, "self_train_epochs": 1},
-                         evaluate={"tta": "hflip"})
+                         evaluate={"tta": "hflip", "tta_shift": 1})
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))
     for name in STAGES:
@@ -244,26 +245,31 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
     data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
     bank_rows = train.loc[train["in_u"] | (train["pu"] == 1), "index"].to_numpy()
 
-    def trunk(rows, mirror=False):
+    def trunk(rows, mirror=False, dx=0, dy=0):
         with torch.no_grad():
             tuned.eval()
-            x = torch.from_numpy(data.x_train[rows] if rows is not None else
-                                 data.x_test[test["index"].to_numpy()])
-            x = x.flip(-1) if mirror else x  # evaluate.tta: hflip
+            x = data.x_train[rows] if rows is not None else data.x_test[test["index"].to_numpy()]
+            x = x[..., ::-1] if mirror else x  # evaluate.tta: hflip
+            # tta_shift: content moves dx right and dy down, black comes in
+            h, w = x.shape[-2:]
+            x = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])[..., 1 - dy:1 - dy + h,
+                                                              1 - dx:1 - dx + w]
+            x = torch.from_numpy(np.ascontiguousarray(x))
             return tuned.encoder.features(normalize(to_unit_float(x))).numpy()
 
     def accuracy(scores):
         return float(((scores >= 0.5) == test["y"].to_numpy()).mean())
 
     bank = trunk(np.sort(bank_rows))
-    views = [trunk(None), trunk(None, mirror=True)]
+    views = [trunk(None, mirror, dx, dy) for mirror in (False, True)
+             for dx in (-1, 0, 1) for dy in (-1, 0, 1)]
+    assert len(views) == 18
     smoothed = [naive_smoothed(head.base, bank, view, 5) for view in views]
     metrics = read_metrics(project)
-    assert metrics["accuracy"] == pytest.approx(accuracy((smoothed[0] + smoothed[1]) / 2),
-                                                abs=1e-9)
-    assert metrics["accuracy_one_view"] == pytest.approx(accuracy(smoothed[0]), abs=1e-9)
+    assert metrics["accuracy"] == pytest.approx(accuracy(np.mean(smoothed, axis=0)), abs=1e-9)
+    assert metrics["accuracy_one_view"] == pytest.approx(accuracy(smoothed[4]), abs=1e-9)
     own = [head.base.positive_score(view) for view in views]  # the head alone, beside it
-    assert metrics["accuracy_unsmoothed"] == pytest.approx(accuracy((own[0] + own[1]) / 2),
+    assert metrics["accuracy_unsmoothed"] == pytest.approx(accuracy(np.mean(own, axis=0)),
                                                            abs=1e-9)
     assert 0.5 <= metrics["knn_accuracy_trunk"] <= 1.0
 

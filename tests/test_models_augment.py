@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pucl.data.augment import AffineJitter
+from pucl.data.augment import AffineJitter, translate, tta_views
 from pucl.errors import ParamsError
 from pucl.models import ContrastiveModel, make_encoder
 
@@ -85,6 +85,30 @@ def test_hflip_one_mirrors_every_image_and_zero_leaves_the_stream_alone():
     for _ in range(6):
         torch.rand(4, generator=expected)
     assert torch.equal(torch.rand(3, generator=g), torch.rand(3, generator=expected))
+
+
+@pytest.mark.parametrize("dx, dy", [(0, 0), (2, 0), (-1, 0), (0, 3), (1, -2), (-2, -1), (6, 0)])
+def test_translate_moves_every_pixel_and_fills_black(dx, dy):
+    """Pixel by pixel: out[i, j] = x[i - dy, j - dx] inside the frame, 0 elsewhere."""
+    x = torch.randint(1, 255, (2, 3, 5, 6), dtype=torch.uint8)
+    out = translate(x, dx, dy)
+    for i in range(5):
+        for j in range(6):
+            src_i, src_j = i - dy, j - dx
+            inside = 0 <= src_i < 5 and 0 <= src_j < 6
+            want = x[..., src_i, src_j] if inside else torch.zeros(2, 3, dtype=torch.uint8)
+            assert torch.equal(out[..., i, j], want), (i, j)
+
+
+def test_test_time_views_are_the_image_first_then_its_shifts_and_mirror():
+    x = torch.rand(3, 1, 8, 8)
+    assert len(tta_views(x, False, 0)) == 1 and tta_views(x, False, 0)[0] is x
+    views = tta_views(x, True, 2)
+    assert len(views) == 18 and torch.equal(views[0], x) and torch.equal(views[9], x.flip(-1))
+    offsets = {(dx, dy) for dx in (-2, 0, 2) for dy in (-2, 0, 2)}
+    assert {tuple(v.tolist()) for v in
+            (torch.stack([view.flatten() for view in views[:9]]))} == \
+        {tuple(translate(x, dx, dy).flatten().tolist()) for dx, dy in offsets}
 
 
 def test_feature_noise_scales_with_each_feature_and_masks_to_the_mean():

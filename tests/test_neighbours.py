@@ -129,6 +129,33 @@ def test_the_served_classifier_averages_an_image_and_its_mirror():
                                    atol=1e-6)
 
 
+def test_the_served_classifier_averages_the_translated_views():
+    """shift=1: the mean over the 3 x 3 one-pixel translations (padded and cropped here) of
+    the image and, with the mirror, of its mirror image; pickled before `shift` existed,
+    a classifier scores as shift=0."""
+    from pucl.data.augment import normalize
+
+    torch.manual_seed(1)
+    encoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1 * 5 * 6, 4))
+    head = random_head(4, 2)
+    x = torch.rand(6, 1, 5, 6)
+
+    def crops(images):  # the 3 x 3 one-pixel translations, content moving dx right, dy down
+        padded = torch.nn.functional.pad(images, (1, 1, 1, 1))
+        return [padded[..., 1 - dy:6 - dy, 1 - dx:7 - dx] for dx in (-1, 0, 1) for dy in (-1, 0, 1)]
+
+    with torch.no_grad():
+        by_hand = torch.stack([torch.softmax(head(encoder(normalize(v))), dim=1)[:, 1]
+                               for v in crops(x) + crops(x.flip(-1))])
+        shifted = PUClassifier(encoder, head, shift=1).eval()
+        np.testing.assert_allclose(shifted(x).numpy(), by_hand[:9].mean(0).numpy(), atol=1e-6)
+        both = PUClassifier(encoder, head, mirror=True, shift=1).eval()
+        np.testing.assert_allclose(both(x).numpy(), by_hand.mean(0).numpy(), atol=1e-6)
+        old = PUClassifier(encoder, head).eval()
+        del old.shift  # as unpickled from before the attribute existed
+        np.testing.assert_allclose(old(x).numpy(), PUClassifier(encoder, head)(x).numpy())
+
+
 @pytest.mark.parametrize("k", [0, 65])
 def test_k_outside_the_bank_is_refused(k):
     bank = torch.zeros(64, 3)

@@ -67,6 +67,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     mirror : bool, default=False
         Images only: a row's score is the mean of its score and its left-right mirror
         image's (`evaluate.tta: hflip` in the pipeline), for classes a mirror keeps.
+    shift : int, default=0
+        Images only: s > 0 also averages each view's scores over its 8 translations by s
+        pixels (`evaluate.tta_shift` in the pipeline).
     members : int, default=1
         m > 1: m encoders, pretrained with seeds random_state, +1, ..., each with its own
         head; a row's score is the mean of theirs (`pretrain.members` in the pipeline).
@@ -89,13 +92,14 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     """
 
     members = 1  # what estimators pickled before the parameter existed hold
+    shift = 0
 
     def __init__(self, prior: str | float = "auto", loss: str = "pucl", encoder: str = "auto",
                  epochs: int = 20, batch_size: int = 512, lr: float = 2e-3,
                  weight_decay: float = 1e-5, temperature: float = 0.5, proj_dim: int = 128,
                  proj_hidden: int = 256, augment: dict | None = None,
                  objective: str = "nnpu", head_epochs: int = 100, head_lr: float = 1e-2,
-                 neighbours: int = 0, mirror: bool = False, members: int = 1,
+                 neighbours: int = 0, mirror: bool = False, shift: int = 0, members: int = 1,
                  threshold: float = 0.5, random_state: int = 0, progress: bool = False):
         self.prior = prior
         self.loss = loss
@@ -113,6 +117,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.head_lr = head_lr
         self.neighbours = neighbours
         self.mirror = mirror
+        self.shift = shift
         self.members = members
         self.threshold = threshold
         self.random_state = random_state
@@ -146,6 +151,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
         if not isinstance(self.neighbours, (int, np.integer)) or self.neighbours < 0:
             raise ValueError(f"neighbours must be an integer >= 0, got {self.neighbours!r}")
+        if not isinstance(self.shift, (int, np.integer)) or not 0 <= self.shift <= 4:
+            raise ValueError(f"shift must be an integer from 0 to 4, got {self.shift!r}")
         if not isinstance(self.members, (int, np.integer)) or self.members < 1:
             raise ValueError(f"members must be an integer >= 1, got {self.members!r}")
         if self.epochs < 0 or self.head_epochs < 1:
@@ -206,6 +213,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"mirror=True averages each image with its mirror image, but X "
                              f"has feature rows of shape {list(x.shape[1:])} (allowed for "
                              "feature rows: False)")
+        if self.shift and x.ndim != 4:
+            raise ValueError(f"shift={self.shift} translates images, but X has feature rows "
+                             f"of shape {list(x.shape[1:])} (allowed for feature rows: 0)")
         if self.neighbours > len(x):
             raise ValueError(f"neighbours = {self.neighbours} exceeds the {len(x)} training "
                              f"rows (allowed: 0 to {len(x)})")
@@ -274,9 +284,10 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "head_")
         x = self._inputs(X, reset=False)
         members = getattr(self, "members_", [(self.model_, self.head_)])  # pickled before
+        views = scoring_views(x, self.mirror, self.shift)
         positive = np.mean([head.positive_score(embed(model, v, "encoder"))
-                            for model, head in members
-                            for v in scoring_views(x, self.mirror)], axis=0).astype(np.float64)
+                            for model, head in members for v in views],
+                           axis=0).astype(np.float64)
         return np.column_stack([1.0 - positive, positive])
 
     def decision_function(self, X: Any) -> np.ndarray:

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pucl.data.augment import normalize, test_time_views, to_unit_float
+from pucl.data.augment import normalize, to_unit_float, tta_views
 from pucl.models import ContrastiveModel
 
 
@@ -25,11 +25,14 @@ def encoder_part(encoder: torch.nn.Module, which: str) -> torch.nn.Module:
 
 def scoring_views(images: np.ndarray, mirror: bool, shift: int = 0) -> list[np.ndarray]:
     """The views a test image is scored on, as arrays of its dtype: itself first, then
-    its translations by `shift` pixels and its mirror image (test_time_views; the same
+    its translations by `shift` pixels and its mirror image (tta_views; the same
     views as PUClassifier(mirror=..., shift=...))."""
     if not mirror and not shift:
         return [images]
-    return [v.numpy() for v in test_time_views(torch.from_numpy(np.ascontiguousarray(images)),
+    if images.ndim != 4:  # a mirror or a shift of feature rows would silently mix features
+        raise ValueError(f"test-time mirror and shift views need images [n, c, h, w], got "
+                         f"rows of shape {list(images.shape[1:])}")
+    return [v.numpy() for v in tta_views(torch.from_numpy(np.ascontiguousarray(images)),
                                                mirror, shift)]
 
 

@@ -9,14 +9,14 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 
-from pucl.data.augment import normalize, test_time_views
+from pucl.data.augment import normalize, tta_views
 
 
 class PUClassifier(nn.Module):
     """float32 pixels in [0, 1], shape [n, c, h, w] (or raw features [n, d] for tabular
     data) -> P(y = 1 | x), shape [n]. With `mirror`, the mean of the scores of each
     image and of its horizontal mirror image (for classes a mirror does not change); with
-    `shift` > 0, also over its translations by that many pixels (test_time_views).
+    `shift` > 0, also over its translations by that many pixels (tta_views).
     With `others`, (encoder, head) pairs whose scores are averaged with this one's."""
 
     def __init__(self, encoder: nn.Module, head: nn.Module, mirror: bool = False,
@@ -37,7 +37,7 @@ class PUClassifier(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # classifiers pickled before translated views existed have no `shift`
-        views = [normalize(v) for v in test_time_views(x, self.mirror, getattr(self, "shift", 0))]
+        views = [normalize(v) for v in tta_views(x, self.mirror, getattr(self, "shift", 0))]
         scores = [torch.softmax(head(encoder(view)), dim=1)[:, 1]
                   for encoder, head in self.members() for view in views]
         return torch.stack(scores).mean(dim=0)

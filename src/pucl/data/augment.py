@@ -91,7 +91,7 @@ def translate(x: torch.Tensor, dx: int, dy: int) -> torch.Tensor:
     return out
 
 
-def test_time_views(x: torch.Tensor, mirror: bool, shift: int) -> list[torch.Tensor]:
+def tta_views(x: torch.Tensor, mirror: bool, shift: int) -> list[torch.Tensor]:
     """The views a test image is scored on (evaluate.tta, evaluate.tta_shift): the image
     itself first; with `shift` > 0 also its 8 translations by `shift` pixels (a 3 x 3
     grid); with `mirror` the same again for its left-right mirror image."""
