@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pucl.data.augment import AffineJitter, translate, tta_views
+from pucl.data.augment import AffineJitter
+from pucl.data.views import translate, tta_views
 from pucl.errors import ParamsError
 from pucl.models import ContrastiveModel, make_encoder
 

@@ -6,7 +6,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pucl.data.augment import normalize, to_unit_float, tta_views
+from pucl.data.augment import normalize, to_unit_float
+from pucl.data.views import tta_views
 from pucl.models import ContrastiveModel
 
 

@@ -9,7 +9,8 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import nn
 
-from pucl.data.augment import normalize, tta_views
+from pucl.data.augment import normalize
+from pucl.data.views import tta_views
 
 
 class PUClassifier(nn.Module):

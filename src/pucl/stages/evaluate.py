@@ -139,7 +139,10 @@ def run(ctx: StageContext) -> dict:
     x_train = data.x_train[train["index"].to_numpy()]
     f_train = embed(model, x_train, "encoder", device)
     y_test = test["y"].to_numpy().astype(np.int64)
-    views = scoring_views(x_test, p.tta == "hflip", p.tta_shift)
+    # translations are for images; feature rows are scored as they are (like the image
+    # augmentations, the default tta_shift does not apply to them)
+    shift = p.tta_shift if x_test.ndim == 4 else 0
+    views = scoring_views(x_test, p.tta == "hflip", shift)
     features = [[f_test if (member is model and reads == "encoder" and v == 0)
                  else embed(member, view, reads, device) for v, view in enumerate(views)]
                 for member, _ in members]
@@ -228,7 +231,7 @@ def run(ctx: StageContext) -> dict:
     # The deployable classifier (encoder + head) as an MLflow model with its signature.
     example = unit_scale(data.x_test[test["index"].to_numpy()[:8]]).astype(np.float32)
     parts = [(encoder_part(member.encoder, reads), head) for member, head in members]
-    ctx.run.log_pytorch_model(PUClassifier(*parts[0], mirror=p.tta == "hflip", shift=p.tta_shift,
+    ctx.run.log_pytorch_model(PUClassifier(*parts[0], mirror=p.tta == "hflip", shift=shift,
                                            others=parts[1:]).eval(), "classifier", example)
     return metrics
 

@@ -123,10 +123,6 @@ def check_inputs(params: Params, root: Path) -> None:
     if params.evaluate.tta == "hflip" and len(shape) != 3:
         raise ParamsError(f"evaluate.tta = 'hflip' mirrors images, but {params.data.dataset} "
                           f"rows have shape {list(shape)} (allowed for feature rows: none)")
-    if params.evaluate.tta_shift and len(shape) != 3:
-        raise ParamsError(f"evaluate.tta_shift = {params.evaluate.tta_shift} translates "
-                          f"images, but {params.data.dataset} rows have shape {list(shape)} "
-                          "(allowed for feature rows: 0)")
     p = params.pretrain
     problem = _encoder_fits(p.encoder, shape, p.proj_hidden, p.proj_dim)
     if problem:
