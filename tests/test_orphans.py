@@ -120,3 +120,73 @@ def test_without_the_watch_the_worker_would_live_on():
         assert alive(pid)
     finally:
         os.kill(pid, 9)
+
+
+def _stoppable_worker(pids, stop_marker: str, unwound: str, late: bool) -> None:
+    """A pool worker of a sweep that stays alive (its pool waits for it) but stops."""
+    from pucl.flows._tasks import exit_with_parent
+    from pucl.interrupts import Terminated, end_on_sigterm
+
+    end_on_sigterm()
+    exit_with_parent(stop_marker)
+    try:
+        pids.put(os.getpid())
+        time.sleep(120)
+    except Terminated:
+        Path(unwound).touch()  # where open MLflow runs are closed as KILLED
+        if not late:
+            raise
+    exit_with_parent(stop_marker)  # the next point the pool hands on
+    Path(unwound + ".next").touch()  # it would have run
+
+
+def stopped_sweep(tmp_path, late: bool) -> tuple[Path, bool]:
+    """A sweep that is stopped but stays alive waiting for its worker, as a Prefect flow
+    stopped by SIGTERM waits for its process pool: does the worker end on its own?"""
+    from pucl.flows.sweep import stop_workers_on_exit
+
+    context = multiprocessing.get_context("spawn")
+    pids = context.Manager().Queue()
+    marker, unwound = tmp_path / "sweep" / ".stopped", tmp_path / "unwound"
+    worker = context.Process(target=_stoppable_worker,
+                             args=(pids, str(marker), str(unwound), late))
+    try:
+        with stop_workers_on_exit(marker):
+            worker.start()
+            pids.get(timeout=60)
+            raise KeyboardInterrupt  # the stop
+    except KeyboardInterrupt:
+        pass
+    worker.join(30)  # the parent waits, alive, as the pool's shutdown does
+    ended = not worker.is_alive()
+    if not ended:
+        worker.kill()
+    return unwound, ended
+
+
+def test_a_stopped_sweep_that_waits_for_its_pool_still_stops_its_worker(tmp_path):
+    unwound, ended = stopped_sweep(tmp_path, late=False)
+    assert ended and unwound.exists()
+
+
+def test_a_stopped_sweep_starts_no_further_point(tmp_path):
+    unwound, ended = stopped_sweep(tmp_path, late=True)
+    assert ended and unwound.exists()
+    assert not Path(str(unwound) + ".next").exists()
+
+
+def test_the_stop_marker_is_left_only_by_a_stop_and_cleared_by_the_next_run(tmp_path):
+    from pucl.flows.sweep import stop_workers_on_exit
+
+    marker = tmp_path / "sweep" / ".stopped"
+    with stop_workers_on_exit(marker):
+        pass
+    assert not marker.exists()
+    try:
+        with stop_workers_on_exit(marker):
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        pass
+    assert marker.exists()
+    with stop_workers_on_exit(marker):  # the sweep run again: its workers must not stop
+        assert not marker.exists()

@@ -30,11 +30,17 @@ def project_dir(project: str | None) -> Path:
     return root
 
 
-def exit_with_parent() -> None:
-    """In a worker process of a local pool: end this process when the process that
-    started it dies. A sweep killed by a signal (SIGTERM, SIGKILL, a closed terminal)
-    otherwise leaves its workers training on, orphaned, holding the cores. A no-op in
-    the main process; once per process."""
+STOP_POLL_SECONDS = 2.0  # how often a worker looks for its sweep's stop marker
+
+
+def exit_with_parent(stop_marker: str | None = None) -> None:
+    """In a worker process of a local pool: end this process when the sweep that started
+    it is gone. Gone means the process that started it died (SIGKILL, a closed terminal)
+    or the sweep left `stop_marker` behind: a stopped sweep (SIGTERM, Ctrl-C) unwinds
+    while its pool waits for the points already handed out, so without the marker they
+    would all still run. The worker first unwinds (its MLflow runs end KILLED), then is
+    ended. A point handed out after that does not start. A no-op in the main process
+    (the threads runner); one watcher per process."""
     import multiprocessing
     import signal
     import threading
@@ -44,14 +50,19 @@ def exit_with_parent() -> None:
     parent = multiprocessing.parent_process()
     if parent is None:
         return
-    if not parent.is_alive():  # a point the pool handed on after its sweep had died
+
+    def stopped() -> bool:
+        return not parent.is_alive() or (stop_marker is not None and Path(stop_marker).exists())
+
+    if stopped():  # a point the pool handed on after its sweep had died or stopped
         os._exit(SIGTERM_EXIT_CODE)
     if getattr(exit_with_parent, "watching", False):
         return
     exit_with_parent.watching = True
 
     def watch() -> None:
-        wait([parent.sentinel])  # ready once the parent process has ended
+        while not stopped():
+            wait([parent.sentinel], timeout=STOP_POLL_SECONDS)  # ready once the parent ended
         os.kill(os.getpid(), signal.SIGTERM)  # unwinds, closing MLflow runs as KILLED
         time.sleep(STOP_GRACE_SECONDS)  # unless the pool's loop caught it and lives on
         os._exit(SIGTERM_EXIT_CODE)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +101,31 @@ def submit_points(points: list[SweepPoint], root: Path, raw: dict, submit,
     return futures
 
 
+STOP_MARKER = ".stopped"  # in the sweep's directory while a stopped sweep winds down
+
+
+@contextmanager
+def stop_workers_on_exit(marker: Path) -> Iterator[None]:
+    """Leave `marker` behind when the block ends by an exception (SIGTERM, Ctrl-C): the
+    pool's workers see it, stop their running point and start no other (exit_with_parent).
+    A stale marker of an earlier stopped run of the same sweep is removed first."""
+    marker.unlink(missing_ok=True)
+    try:
+        yield
+    except BaseException:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        raise
+
+
 @task(name="sweep-point", task_run_name="{point_name}", retries=1, retry_delay_seconds=5,
       retry_condition_fn=retry_if_transient, cache_policy=NO_CACHE)
 def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], root: str,
               sweep_name: str, sweep_run_id: str | None, tracking_uri: str,
-              variant: str | None = None) -> dict[str, Any]:
+              variant: str | None = None, stop_marker: str | None = None) -> dict[str, Any]:
     """One grid point: the whole pipeline in its own directory, nested under the sweep.
     It may run on another machine's Dask worker: project and store come as arguments."""
-    exit_with_parent()  # a worker must not outlive a killed sweep
+    exit_with_parent(stop_marker)  # a worker must not outlive a killed or stopped sweep
     if sweep_run_id is None:  # the store was unusable when the sweep started: say it once
         os.environ[tracking.TRACKING_ENV] = "off"
     os.environ["MLFLOW_TRACKING_URI"] = tracking_uri
@@ -140,10 +159,12 @@ def sweep(spec: dict[str, Any], project: str | None = None,
                            **{f"sweep.set.{k}": v for k, v in sweep_spec.set.items()}})
         parent.log_text(yaml.safe_dump(spec, sort_keys=False), "sweep.yaml")
         logger.info(f"sweep {sweep_spec.name}: {len(points)} points -> {out_dir}")
-        futures = submit_points(points, root, raw, lambda p: run_point.submit(
-            p.name, p.overrides, raw, str(root), sweep_spec.name, parent.run_id, uri,
-            p.variant))
-        wait(futures)
+        marker = out_dir / STOP_MARKER
+        with stop_workers_on_exit(marker):
+            futures = submit_points(points, root, raw, lambda p: run_point.submit(
+                p.name, p.overrides, raw, str(root), sweep_spec.name, parent.run_id, uri,
+                p.variant, str(marker)))
+            wait(futures)
         results, failed = [], []
         for point, future in zip(points, futures, strict=True):
             if future.state.is_completed():
