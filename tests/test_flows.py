@@ -117,8 +117,10 @@ def test_logged_classifier_reproduces_the_stage_outputs(flows_env, executions):
     mlflow.set_tracking_uri(flows_env["uri"])
     served = mlflow.pytorch.load_model(f"models:/{evaluate.data.tags['model_id']}")
     workdir = Path(executions["flow"]["workdir"])
+    shift = yaml.safe_load((workdir / "params.yaml").read_text())["evaluate"]["tta_shift"]
+    assert shift > 0  # the exported model carries the translated views
     reference = PUClassifier(load_model(workdir / "data/pretrain/model.pt").encoder,
-                             load_head(workdir / "data/classifier/head.pt")).eval()
+                             load_head(workdir / "data/classifier/head.pt"), shift=shift).eval()
     x = torch.rand(5, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         np.testing.assert_allclose(served(x).numpy(), reference(x).numpy(), atol=1e-6)

@@ -32,7 +32,8 @@ def test_members_average_the_classifiers_of_single_encoder_runs(project):
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["classifier"].update(objective="nnpu", finetune_epochs=1, features="trunk",
                                 neighbours=5)
-    params["evaluate"].update(prototype_views=0, knn_inputs=False)
+    # one view per image (test-time views have their own tests)
+    params["evaluate"].update(prototype_views=0, knn_inputs=False, tta_shift=0)
     settings = load_params(project / "params.yaml")
     data = load_dataset(settings.data.dataset, root=settings.paths.data_root,
                         test_fraction=settings.data.test_fraction, seed=settings.data.seed)

@@ -315,7 +315,8 @@ def _run_method_through_the_stages(root, method: str, **pretrain):
     from tests.helpers import STAGES, stage
 
     params = tiny_params(pretrain={"method": method, "batch_size": 256, **pretrain},
-                         classifier={"objective": "method_head"})
+                         classifier={"objective": "method_head"},
+                         evaluate={"tta_shift": 0})  # one view (test-time views: own tests)
     project = make_project(root / "proj", params)
     for name in STAGES:
         stage(project, name)

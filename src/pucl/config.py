@@ -238,7 +238,7 @@ class EvaluateParams(_Section):
     # image and averages the two; the logged classifier does the same. Images only.
     tta: Literal["none", "hflip"] = Field("none", description="views averaged per test row")
     # ... and tta_shift > 0 also its 8 translations by that many pixels (of each view)
-    tta_shift: int = Field(0, ge=0, le=4, description="pixels of the translated test views "
+    tta_shift: int = Field(1, ge=0, le=4, description="pixels of the translated test views "
                            "(0: off)")
     knn_k: int = Field(20, ge=1)
     knn_inputs: bool = Field(True, description="also run the kNN probe on the flattened "

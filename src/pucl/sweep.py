@@ -83,9 +83,6 @@ class SweepSpec(BaseModel):
     @classmethod
     def _variants(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for name, overrides in v.items():
-            if name == "default":
-                raise ValueError("'default' names the recommended variant (key default:); "
-                                 "give this variant another name")
             if not _NAME.match(name):
                 raise ValueError(f"variant names use letters, digits, '.', '_' and '-' "
                                  f"only, got {name!r}")
@@ -149,7 +146,7 @@ def select_variants(spec: SweepSpec, wanted: list[str]) -> SweepSpec:
     """The preset with only the `wanted` variants (in its own order), their references, and
     its default if wanted; the name 'default' stands for the preset's default variant."""
     allowed = ", ".join(spec.variants) or "none"
-    if "default" in wanted:
+    if "default" in wanted and "default" not in spec.variants:  # else the variant so named
         if spec.default is None:
             raise ParamsError(f"preset {spec.name} names no default variant (allowed in "
                               f"--variants: {allowed})")
