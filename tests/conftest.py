@@ -36,7 +36,9 @@ TINY_PARAMS = {
     "pretrain": {"epochs": 2, "batch_size": 256},
     "pupl": {"kmeans": {"restarts": 3}},
     "classifier": {"epochs": 3},
-    "evaluate": {"embedding": "pca", "embedding_points": 200},
+    # one view per test image: 9 translated views cost every pipeline test its export time;
+    # test_flows and the test-time view tests turn them on
+    "evaluate": {"embedding": "pca", "embedding_points": 200, "tta_shift": 0},
 }
 
 
@@ -148,7 +150,7 @@ def flows_env(tmp_path_factory):
     base = tmp_path_factory.mktemp("flows")
     uri = new_store(base / "mlflow.db")
     with pytest.MonkeyPatch.context() as mp:
-        root = make_project(base / "proj")
+        root = make_project(base / "proj", tiny_params(evaluate={"tta_shift": 1}))
         mp.setenv("PUCL_ROOT", str(root))
         mp.setenv("MLFLOW_TRACKING_URI", uri)
         mp.setenv("PATH", python_path())
