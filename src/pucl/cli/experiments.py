@@ -218,7 +218,11 @@ def _list_presets(directory: Path) -> None:
     for path in sorted(directory.glob("*.yaml")):
         first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines()
                       if line.startswith("#")), "")
-        table.add_row(path.stem, first, load_sweep(path).default or "-")
+        try:
+            default = load_sweep(path).default or "-"
+        except PuclError as exc:  # one broken preset must not hide the others
+            default = f"invalid: {exc}"
+        table.add_row(path.stem, first, default)
     out.print(table)
 
 
