@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -65,6 +67,7 @@ def prefect_api() -> Iterator[str]:
 
     server = SubprocessASGIServer()  # the instance Prefect's ephemeral client would use
     server.start()
+    reaper = _watch_for_death(server.server_process.pid)
     os.environ["PREFECT_API_URL"] = server.api_url
     try:
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
@@ -72,4 +75,15 @@ def prefect_api() -> Iterator[str]:
     finally:
         _drain_logs()
         os.environ.pop("PREFECT_API_URL", None)
+        reaper.kill()  # this exit stops the server itself
+        reaper.wait()
         server.stop()
+
+
+def _watch_for_death(server_pid: int) -> subprocess.Popen:
+    """Start the watcher that stops the server if this process is killed before its
+    clean-up runs (`pucl.flows._reaper`). Its stdin is a pipe only this process writes
+    to, so the pipe closes exactly when this process ends."""
+    return subprocess.Popen([sys.executable, "-m", "pucl.flows._reaper", str(server_pid)],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            close_fds=True)
