@@ -173,3 +173,23 @@ def test_every_preset_is_a_valid_sweep_of_valid_params():
             assert params.data.task in DATASETS[params.data.dataset].tasks
             if params.data.dataset == "stl10u":  # U without labels: no oracle anywhere
                 assert "oracle" not in (params.pretrain.prior, params.classifier.prior)
+
+
+def test_preset_rows_keep_the_test_views_they_were_measured_with():
+    """params.yaml's `evaluate.tta_shift` became 1 after every preset row in reports/ was
+    measured on untranslated views; a preset must still reproduce its rows."""
+    from pucl.stages.runner import resolve_params
+    from pucl.sweep import expand, load_sweep, variant_overrides
+
+    for path in sorted((ROOT / "params" / "presets").glob("*.yaml")):
+        spec = load_sweep(path)
+        for point in expand(spec):
+            named = spec.variants[point.variant].get("evaluate.tta_shift", 0)
+            assert resolve_params(ROOT, point.overrides).evaluate.tta_shift == named, \
+                (path.stem, point.variant)
+    # the recommended variants, as reports/fmnist measured them
+    for preset, views in (("fmnist-i-1k", ("hflip", 2)), ("fmnist-ii-1k", ("none", 0))):
+        spec = load_sweep(ROOT / "params" / "presets" / f"{preset}.yaml")
+        _, overrides = variant_overrides(spec)
+        evaluate = resolve_params(ROOT, overrides).evaluate
+        assert (evaluate.tta, evaluate.tta_shift) == views, preset
