@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -145,3 +146,17 @@ def test_make_augment_picks_by_input_kind():
     assert make_augment(params, tabular=True) == FeatureNoise(0.2, 0.0)
     jitter = make_augment(params, tabular=False)
     assert isinstance(jitter, AffineJitter) and jitter.hflip == 0.5 and jitter.degrees == 0.0
+
+
+def test_scoring_views_come_one_at_a_time_and_feature_rows_are_refused_at_once():
+    from pucl.features import scoring_views
+
+    images = np.random.default_rng(0).integers(0, 256, (4, 1, 8, 8), dtype=np.uint8)
+    views = scoring_views(images, True, 1)
+    assert not isinstance(views, list | tuple)  # a caller never holds all 18 copies
+    assert np.array_equal(next(views), images)
+    rest = list(views)
+    assert len(rest) == 17 and np.array_equal(rest[8], images[..., ::-1])
+    assert all(view.dtype == np.uint8 for view in rest)
+    with pytest.raises(ValueError, match="need images"):  # before any view is asked for
+        scoring_views(np.zeros((4, 5), np.float32), True, 0)

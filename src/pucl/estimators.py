@@ -284,10 +284,11 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "head_")
         x = self._inputs(X, reset=False)
         members = getattr(self, "members_", [(self.model_, self.head_)])  # pickled before
-        views = scoring_views(x, self.mirror, self.shift)
-        positive = np.mean([head.positive_score(embed(model, v, "encoder"))
-                            for model, head in members for v in views],
-                           axis=0).astype(np.float64)
+        # views outermost: each view is made once and dropped after every member scored it
+        positive = np.mean([[head.positive_score(embed(model, v, "encoder"))
+                             for model, head in members]
+                            for v in scoring_views(x, self.mirror, self.shift)],
+                           axis=(0, 1)).astype(np.float64)
         return np.column_stack([1.0 - positive, positive])
 
     def decision_function(self, X: Any) -> np.ndarray:

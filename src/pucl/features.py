@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from pucl.data.augment import normalize, to_unit_float
-from pucl.data.views import tta_views
+from pucl.data.views import iter_tta_views
 from pucl.models import ContrastiveModel
 
 
@@ -24,17 +26,18 @@ def encoder_part(encoder: torch.nn.Module, which: str) -> torch.nn.Module:
     return encoder
 
 
-def scoring_views(images: np.ndarray, mirror: bool, shift: int = 0) -> list[np.ndarray]:
-    """The views a test image is scored on, as arrays of its dtype: itself first, then
-    its translations by `shift` pixels and its mirror image (tta_views; the same
-    views as PUClassifier(mirror=..., shift=...))."""
+def scoring_views(images: np.ndarray, mirror: bool, shift: int = 0) -> Iterator[np.ndarray]:
+    """The views a test image is scored on, as arrays of its dtype, one at a time: itself
+    first, then its translations by `shift` pixels and its mirror image (iter_tta_views;
+    the same views as PUClassifier(mirror=..., shift=...)). Bad input fails here, not
+    at the first view."""
     if not mirror and not shift:
-        return [images]
+        return iter([images])
     if images.ndim != 4:  # a mirror or a shift of feature rows would silently mix features
         raise ValueError(f"test-time mirror and shift views need images [n, c, h, w], got "
                          f"rows of shape {list(images.shape[1:])}")
-    return [v.numpy() for v in tta_views(torch.from_numpy(np.ascontiguousarray(images)),
-                                               mirror, shift)]
+    x = torch.from_numpy(np.ascontiguousarray(images))
+    return (v.numpy() for v in iter_tta_views(x, mirror, shift))
 
 
 @torch.no_grad()

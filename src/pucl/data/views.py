@@ -7,6 +7,8 @@ cached encoder's fingerprint: changing how tests are scored must not retrain enc
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 
@@ -22,10 +24,19 @@ def translate(x: torch.Tensor, dx: int, dy: int) -> torch.Tensor:
     return out
 
 
-def tta_views(x: torch.Tensor, mirror: bool, shift: int) -> list[torch.Tensor]:
+def iter_tta_views(x: torch.Tensor, mirror: bool, shift: int) -> Iterator[torch.Tensor]:
     """The views a test image is scored on (evaluate.tta, evaluate.tta_shift): the image
     itself first; with `shift` > 0 also its 8 translations by `shift` pixels (a 3 x 3
-    grid); with `mirror` the same again for its left-right mirror image."""
+    grid); with `mirror` the same again for its left-right mirror image. One at a time,
+    so that scoring a large test set never holds all 18 copies of it."""
     steps = (0, -shift, shift) if shift else (0,)
-    bases = [x, torch.flip(x, dims=[-1])] if mirror else [x]
-    return [translate(base, dx, dy) for base in bases for dy in steps for dx in steps]
+    for mirrored in ((False, True) if mirror else (False,)):
+        base = torch.flip(x, dims=[-1]) if mirrored else x
+        for dy in steps:
+            for dx in steps:
+                yield translate(base, dx, dy)
+
+
+def tta_views(x: torch.Tensor, mirror: bool, shift: int) -> list[torch.Tensor]:
+    """iter_tta_views as a list (the served model's forward pass, exported whole)."""
+    return list(iter_tta_views(x, mirror, shift))

@@ -142,10 +142,13 @@ def run(ctx: StageContext) -> dict:
     # translations are for images; feature rows are scored as they are (like the image
     # augmentations, the default tta_shift does not apply to them)
     shift = p.tta_shift if x_test.ndim == 4 else 0
-    views = scoring_views(x_test, p.tta == "hflip", shift)
-    features = [[f_test if (member is model and reads == "encoder" and v == 0)
-                 else embed(member, view, reads, device) for v, view in enumerate(views)]
-                for member, _ in members]
+    # features[member][view]; views one at a time, so the test set is never held 18 times
+    features = [[] for _ in members]
+    for v, view in enumerate(scoring_views(x_test, p.tta == "hflip", shift)):
+        for kept, (member, _) in zip(features, members, strict=True):
+            kept.append(f_test if (member is model and reads == "encoder" and v == 0)
+                        else embed(member, view, reads, device))
+    n_views = len(features[0])
     heads = [head for _, head in members]
     # scores[member, view, row]; the classifier's is their mean over members and views
     scores = np.array([[head.positive_score(f) for f in fs] for head, fs in zip(heads, features,
@@ -157,7 +160,7 @@ def run(ctx: StageContext) -> dict:
             [[head.base.positive_score(f) for f in fs] for head, fs in zip(heads, features,
                                                                            strict=True)],
             axis=(0, 1)))["accuracy"]
-    if len(views) > 1:  # what the mirror and translated views bought
+    if n_views > 1:  # what the mirror and translated views bought
         metrics["accuracy_one_view"] = classification_metrics(
             y_test, scores[:, 0].mean(axis=0))["accuracy"]
     if len(members) > 1:  # what the other members bought
