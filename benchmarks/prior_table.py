@@ -6,8 +6,8 @@ per estimator, case and seed.
 Runs the real build_split and estimate_prior stages (in-process, MLflow off) in a
 temporary directory, once per estimator, and writes reports/prior/prior.csv (one row per
 estimator and case: mean and std of the absolute error, n seeds, seconds per run) and
-reports/prior/prior_runs.csv (one row per run). KM1 comes out of the KM2 run, BBE and
-DEDPUL out of the bbe_dedpul run (the same held-out scores), tedn out of auto's. Runs
+reports/prior/prior_runs.csv (one row per run). KM1 comes out of the KM2 run, DEDPUL on
+TED^n's CVIR scores (dedpul_cvir) out of the tedn run. Runs
 already in --out's prior_runs.csv stay unless this run measures the same estimator, case
 and seed, so `--estimators tice` adds a row per case to the table.
 """
@@ -34,12 +34,9 @@ CASES = {
     "fmnist-i": {"data.dataset": "fmnist", "data.task": "fmnist-i"},  # prior 0.3
     "fmnist-ii": {"data.dataset": "fmnist", "data.task": "fmnist-ii"},  # prior 0.7
 }
-# Estimators whose estimate is read from another's run: bbe_dedpul computes BBE and
-# DEDPUL on its held-out scores, and bbe / dedpul alone, with the same seed, compute the
-# same scores (tests/test_prior_heldout.py), so one run gives all three; auto is tedn
-# with the params defaults, so its run is tedn's too.
-READ_FROM = {"km2": {"km1": "km1"}, "bbe_dedpul": {"bbe": "bbe", "dedpul": "dedpul"},
-             "auto": {"tedn": "tedn"}}
+# Estimators whose estimate is read from another's run: KM2's run computes KM1's
+# threshold too, and TED^n's reports DEDPUL on its own CVIR scores.
+READ_FROM = {"km2": {"km1": "km1"}, "tedn": {"dedpul_cvir": "dedpul_cvir"}}
 
 
 def run_case(case: str, overrides: dict, seed: int, estimator: str) -> list[dict]:
@@ -87,7 +84,7 @@ def write_tables(frame: pd.DataFrame, out: Path) -> pd.DataFrame:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--estimators", nargs="+", default=["km2", "auto"])
+    parser.add_argument("--estimators", nargs="+", default=["km2", "tedn"])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="params overrides for every run (values parsed as YAML)")

@@ -122,7 +122,7 @@ def project(tmp_path, tracking_uri, monkeypatch) -> Path:
 # is left with one long file when the others are done. Longest first, by --durations.
 SLOWEST_FIRST = ("test_sweep_flows.py", "test_flows.py", "test_bad_inputs.py", "test_members.py",
                  "test_production.py", "test_cli.py", "test_other_methods.py", "test_stages.py",
-                 "test_finetune.py", "test_resume.py", "test_km2.py", "test_reestimate.py",
+                 "test_finetune.py", "test_resume.py", "test_km2.py",
                  "test_tracked_data.py")
 
 

@@ -85,7 +85,7 @@ CASES = [
     Case("corrupt manifest", _stage("estimate_prior"), "cannot read",
          files={"data/split/manifest.parquet": b"PAR1 but not really"}),
     Case("prior report not JSON", _stage("evaluate"), "is not valid JSON",
-         files={"data/prior/reestimate.json": b"{prior: "}),
+         files={"data/prior/prior.json": b"{prior: "}),
     Case("override without value", PUCL + ["run", "--set", "split.n_p"], "expected key=value"),
     Case("missing sweep file", PUCL + ["sweep", "--grid", "nope.yaml"],
          "sweep file not found: nope.yaml"),

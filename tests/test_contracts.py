@@ -23,7 +23,7 @@ def _failed_run(uri: str, name: str):
 
 
 def test_suites_stop_stages_on_corrupted_artefacts(project, tracking_uri):
-    for name in ("build_split", "estimate_prior", "pretrain", "reestimate_prior"):
+    for name in ("build_split", "estimate_prior", "pretrain"):
         stage(project, name)
     validation = json.loads((project / "data/split/validation.json").read_text())
     assert validation["raw_data"]["success"] and validation["pu_split"]["success"]

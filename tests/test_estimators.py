@@ -22,13 +22,13 @@ from pucl import (
     KM2,
     PUPL,
     AutoLabeller,
-    AutoPrior,
     PriorRankLabeller,
     PUClassifier,
+    TEDn,
 )
 
 # scikit-learn's checks fit on as few as 7 rows a side, below the held-out estimators'
-# minimum of 10 (the default prior, auto, refuses them; test_prior_heldout): KM2 here
+# minimum of 10 (the default prior, tedn, refuses them; test_prior_heldout): KM2 here
 FAST = {"epochs": 1, "head_epochs": 5, "batch_size": 64, "prior": "km2"}
 
 # Checks that cannot pass, and why.
@@ -45,7 +45,7 @@ def test_pu_classifier_passes_scikit_learns_checks(estimator, check):
     check(estimator)
 
 
-SKLEARN_STYLE = [KM2(), KM1(), BBE(), DEDPUL(), AutoPrior(), PUPL(), PriorRankLabeller(),
+SKLEARN_STYLE = [KM2(), KM1(), BBE(), DEDPUL(), TEDn(), PUPL(), PriorRankLabeller(),
                  AutoLabeller(), PUClassifier()]
 
 
@@ -172,8 +172,8 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
     ({"loss": "simclr"}, "loss must be one of .*pucl.*, got 'simclr'"),
     ({"encoder": "vit"}, "encoder must be auto or one of cnn7, lenet5, lenet5_wide, mlp, "
                          "resnet18, got 'vit'"),
-    ({"prior": "km9"}, "prior must be a number in \\(0, 1\\) or one of auto, bbe, bbe_dedpul, "
-                       "dedpul, km1, km2, tedn, tice, got 'km9'"),
+    ({"prior": "km9"}, "prior must be a number in \\(0, 1\\) or one of bbe, dedpul, km1, "
+                       "km2, tedn, tice, got 'km9'"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
     ({"neighbours": -1}, "neighbours must be an integer >= 0, got -1"),

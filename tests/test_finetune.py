@@ -85,60 +85,6 @@ def test_finetune_refuses_incomplete_arguments():
                  kind="nnpu", positive=torch.arange(2))
 
 
-def _train_recording_steps(kind: str, ema: float):
-    """Fine-tune a fixed start; returns the network's final state and its state after
-    every optimizer step (recorded by a global step hook, outside the code under test)."""
-    rng = np.random.default_rng(1)
-    x, y = corner_images(96, rng)
-    encoder, head = random_start(x)
-    steps = []
-
-    def record(optimizer, args, kwargs):
-        steps.append({f"{name}.{k}": v.detach().clone() for name, part in
-                      (("encoder", encoder), ("head", head))
-                      for k, v in part.state_dict().items()})
-
-    handle = register_optimizer_step_post_hook(record)
-    try:
-        pu = {"labels": y} if kind == "ce" else {
-            "positive": torch.arange(0, 24), "unlabeled": torch.arange(24, 96), "prior": 0.5}
-        finetune(encoder, head, x, FinetuneSettings(2, 5e-3, 0.0, 16, ema), IDENTITY,
-                 torch.Generator().manual_seed(0), torch.device("cpu"), kind=kind,
-                 progress=False, **pu)
-    finally:
-        handle.remove()
-    final = {f"{name}.{k}": v for name, part in (("encoder", encoder), ("head", head))
-             for k, v in part.state_dict().items()}
-    return final, steps
-
-
-@pytest.mark.parametrize("kind", ["ce", "nnpu"])
-def test_ema_ends_with_the_moving_average_of_every_steps_weights(kind):
-    decay = 0.9
-    last, steps = _train_recording_steps(kind, 0.0)
-    averaged, same_steps = _train_recording_steps(kind, decay)
-    assert len(steps) == len(same_steps) > 5
-    for k in last:  # the average does not change the training itself
-        assert torch.equal(steps[-1][k], last[k]) and torch.equal(same_steps[-1][k], last[k])
-    # naive EMA, as the docs define it: starts at the first step's weights
-    expected = {k: v.double() for k, v in steps[0].items()}
-    for state in steps[1:]:
-        expected = {k: decay * expected[k] + (1 - decay) * state[k].double() for k in expected}
-    floats = [k for k in last if last[k].is_floating_point()]
-    assert any("running_mean" in k for k in floats)  # BatchNorm statistics are averaged too
-    for k in floats:
-        torch.testing.assert_close(averaged[k].double(), expected[k], rtol=1e-4, atol=1e-5)
-    assert any(not torch.allclose(averaged[k], last[k]) for k in floats)
-
-
-@pytest.mark.parametrize("decay", [-0.1, 1.0])
-def test_ema_decay_outside_its_range_is_a_params_error(decay):
-    from pucl.config import parse_params
-
-    with pytest.raises(ParamsError, match="classifier.finetune_ema"):
-        parse_params({"classifier": {"finetune_ema": decay}})
-
-
 def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):
     from pucl.artifacts import load_classifier_model, load_head, load_model
 
@@ -199,7 +145,7 @@ def test_encoder_part_is_lenets_conv_trunk_and_shares_its_weights():
 
 def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, tracking_uri,
                                                                   monkeypatch):
-    """classifier.features: trunk, with neighbour smoothing, self-training, mirror and
+    """classifier.features: trunk, with neighbour smoothing, mirror and
     translated views (evaluate.tta: hflip, tta_shift: 1). The fine-tuned trunk and the head
     on its 256-d features give evaluate's accuracy, recomputed here from the saved files, a
     naive smoothing over the training rows and the mean over each test image, its mirror
@@ -213,7 +159,7 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
 
     params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
                                      "finetune_epochs": 1, "features": "trunk",
-                                     "neighbours": 5, "self_train_epochs": 1},
+                                     "neighbours": 5},
                          evaluate={"tta": "hflip", "tta_shift": 1})
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))
@@ -231,16 +177,8 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
     assert summary["features"] == "trunk" and summary["neighbours"] == 5
 
     manifest = pd.read_parquet(project / "data/split/manifest.parquet")
-    # self-training (classifier.self_train_epochs): the prior's share of U called positive,
-    # 80% of each side kept; its epoch follows the fine-tuning epoch in the history
-    n_u = int(manifest["in_u"].sum())
-    n_pos = round(summary["prior"] * n_u)
-    kept = (round(0.8 * n_pos), round(0.8 * (n_u - n_pos)))
-    assert summary["self_train"] == {"epochs": 1, "keep": 0.8, "unlabeled_kept": sum(kept),
-                                     "unlabeled_positive_share": pytest.approx(
-                                         kept[0] / sum(kept))}
     history = pd.read_csv(project / "data/classifier/history.csv")
-    assert list(history["phase"]) == ["head"] * 3 + ["finetune", "self_train"]
+    assert list(history["phase"]) == ["head"] * 3 + ["finetune"]
     test, train = manifest[manifest["split"] == "test"], manifest[manifest["split"] == "train"]
     data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
     bank_rows = train.loc[train["in_u"] | (train["pu"] == 1), "index"].to_numpy()

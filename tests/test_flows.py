@@ -89,7 +89,6 @@ def test_one_parent_and_one_run_per_stage_per_execution(flows_env, executions, e
     expected = {
         "build_split": {"summary.json", "manifest.parquet"},
         "estimate_prior": {"prior.json"},
-        "reestimate_prior": {"reestimate.json"},
         "pretrain": {"model.pt", "history.csv", "loss.png"},
         "pupl_label": {"labels.parquet", "summary.json"},
         "train_classifier": {"head.pt"},
@@ -137,8 +136,7 @@ def test_failed_data_contract_stops_the_flow(flows_env, executions):
     parent = runs(client, "attributes.run_name = 'refused'")[0]
     assert parent.info.status == "FAILED"
     stages = {r.info.run_name: r for r in children(client, parent.info.run_id)}
-    assert list(stages) == ["build_split", "estimate_prior", "pretrain", "reestimate_prior",
-                            "pupl_label"]
+    assert list(stages) == ["build_split", "estimate_prior", "pretrain", "pupl_label"]
     assert stages["pupl_label"].info.status == "FAILED"
     assert "validation/pseudo_labels.json" in artifact_paths(
         client, stages["pupl_label"].info.run_id)

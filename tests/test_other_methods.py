@@ -352,12 +352,12 @@ def _accuracy_recomputed(project, head) -> float:
 ])
 def test_methods_run_through_the_stages_and_evaluate_scores_their_classifier(
         tmp_path, tracking_uri, monkeypatch, method, pretrain, head_type, floor):
-    from pucl.artifacts import load_head, load_method_head
+    from pucl.artifacts import load_head, load_method_heads
     from tests.helpers import read_metrics
 
     monkeypatch.setenv("PUCL_ROOT", str(tmp_path / "proj"))
     project = _run_method_through_the_stages(tmp_path, method, **pretrain)
-    joint = load_method_head(project / "data/pretrain/model.pt")
+    joint = load_method_heads(project / "data/pretrain/model.pt")[0]
     written = load_head(project / "data/classifier/head.pt")
     assert type(written).__name__ == head_type
     for (name, a), b in zip(joint.state_dict().items(), written.state_dict().values(),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from pucl.prior import PRIOR_ESTIMATORS
+from pucl.prior.bbe import bbe_from_scores
 from pucl.prior.dedpul import dedpul_from_scores, density_ratio, fixed_point, negative_share_gap
 from pucl.prior.heldout import HeldOutParams, HeldOutScores, heldout_scores
 
@@ -86,40 +87,26 @@ def test_heldout_scores_refuse_sides_too_small_for_the_folds():
                        HeldOutParams(folds=3), 0)
 
 
-@pytest.mark.parametrize("name", ["dedpul", "bbe_dedpul", "auto"])
+@pytest.mark.parametrize("name", ["dedpul", "tedn"])
 def test_estimators_refuse_too_few_positives_naming_the_minimum(name):
     rng = np.random.default_rng(0)
     with pytest.raises(ValueError, match=r"needs at least 10 samples per side \(5 per fold"):
         PRIOR_ESTIMATORS.create(name).fit(rng.normal(size=(100, 2)), rng.normal(size=(9, 2)))
 
 
-def test_bbe_dedpul_is_the_mean_of_bbe_and_dedpul_on_the_same_scores():
-    rng = np.random.default_rng(2)
-    unlabeled = np.concatenate([rng.normal(1.5, 1, (600, 5)), rng.normal(-1.5, 1, (1400, 5))])
-    positive = rng.normal(1.5, 1, (500, 5))
-    fitted = {name: PRIOR_ESTIMATORS.create(name, random_state=4).fit(unlabeled, positive)
-              for name in ("bbe_dedpul", "bbe", "dedpul")}
-    mean = fitted["bbe_dedpul"]
-    assert mean.details_["bbe"] == pytest.approx(fitted["bbe"].prior_)
-    assert mean.details_["dedpul"] == pytest.approx(fitted["dedpul"].prior_)
-    assert mean.prior_ == pytest.approx((fitted["bbe"].prior_ + fitted["dedpul"].prior_) / 2)
-    assert abs(mean.prior_ - 0.3) < 0.05
-
-
-def test_auto_is_tedn_and_reports_dedpul_on_the_same_cvir_scores():
-    """The default gives TED^n's estimate for the same settings and seed, and DEDPUL on
-    the very scores the CVIR rounds produced (recomputed here from heldout_scores)."""
+def test_tedn_is_bbe_on_its_cvir_scores_and_reports_dedpul_on_the_same_scores():
+    """TED^n's estimate is BBE on the held-out scores after the CVIR rounds, and its
+    dedpul_cvir is DEDPUL on those very scores (both recomputed here from heldout_scores)."""
     rng = np.random.default_rng(3)
     unlabeled = np.concatenate([rng.normal(2, 1, (300, 5)), rng.normal(-2, 1, (700, 5))])
     positive = rng.normal(2, 1, (300, 5))
     settings = {"classifier": "network", "max_steps": 40, "eval_every": 20, "batch_size": 32}
-    auto = PRIOR_ESTIMATORS.create("auto", random_state=2, **settings).fit(unlabeled, positive)
     tedn = PRIOR_ESTIMATORS.create("tedn", random_state=2, **settings).fit(unlabeled, positive)
-    assert auto.prior_ == tedn.prior_ == auto.details_["tedn"]
-    assert len(auto.details_["heldout_cvir_alphas"][0]) == HeldOutParams().cvir_rounds
+    assert len(tedn.details_["heldout_cvir_alphas"][0]) == HeldOutParams().cvir_rounds
     scores = heldout_scores(unlabeled, positive, (5,), HeldOutParams(**settings), 2, cvir=True)
+    assert tedn.prior_ == pytest.approx(bbe_from_scores(scores, 0.01, 0.1)[0])
     expected, _ = dedpul_from_scores(scores, 0.05, 0.1)
-    assert auto.details_["dedpul_cvir"] == pytest.approx(expected)
+    assert tedn.details_["dedpul_cvir"] == pytest.approx(expected)
 
 
 def test_the_network_classifier_learns_images_within_its_step_budget():
@@ -135,7 +122,7 @@ def test_the_network_classifier_learns_images_within_its_step_budget():
 
     unlabeled = np.concatenate([images(240, True), images(560, False)])
     positive = images(200, True)
-    estimator = PRIOR_ESTIMATORS.create("auto", max_steps=60, eval_every=20, batch_size=32,
+    estimator = PRIOR_ESTIMATORS.create("tedn", max_steps=60, eval_every=20, batch_size=32,
                                         random_state=0).fit(unlabeled, positive)
     details = estimator.details_
     assert details["heldout_classifier"] == "network"
@@ -177,7 +164,7 @@ def test_tedn_without_rounds_is_bbe():
     assert tedn.prior_ == bbe.prior_
 
 
-@pytest.mark.parametrize("name", ["auto", "bbe", "bbe_dedpul", "dedpul", "tedn"])
+@pytest.mark.parametrize("name", ["bbe", "dedpul", "tedn"])
 def test_estimator_defaults_are_the_params_defaults(name):
     """scikit-learn needs the settings spelt out in __init__; they must not drift from
     the params.yaml schema's defaults (prior.heldout)."""

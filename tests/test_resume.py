@@ -96,7 +96,7 @@ def test_sigkill_mid_epoch_then_rerun_reaches_the_uninterrupted_metrics(project)
 
     resumed = stage(project, "pretrain")
     assert f"resuming from {checkpoint} at epoch" in resumed.stderr
-    for name in ("reestimate_prior", "pupl_label", "train_classifier", "evaluate"):
+    for name in ("pupl_label", "train_classifier", "evaluate"):
         stage(project, name)
     interrupted_metrics = (project / "data/evaluate/metrics.json").read_bytes()
     history = (project / "data/pretrain/history.csv").read_bytes()
@@ -104,7 +104,7 @@ def test_sigkill_mid_epoch_then_rerun_reaches_the_uninterrupted_metrics(project)
               for name in ("pretrain/model.pt", "classifier/head.pt")}
 
     checkpoint.unlink()
-    for name in ("pretrain", "reestimate_prior", "pupl_label", "train_classifier", "evaluate"):
+    for name in ("pretrain", "pupl_label", "train_classifier", "evaluate"):
         stage(project, name)
     assert (project / "data/evaluate/metrics.json").read_bytes() == interrupted_metrics
     # the same weights in the same bytes: DVC sees the resumed outputs as the clean ones

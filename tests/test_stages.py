@@ -28,14 +28,12 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
         if key != "prior_abs_error":
             assert 0.0 <= metrics[key] <= 1.0, key
     assert metrics["prior_abs_error"] == abs(metrics["prior_estimate"] - metrics["prior_true"])
-    # prior.reestimate none: the first estimate passes through to every later stage
+    # the estimate of estimate_prior is what every later stage uses; prior.json holds no
+    # clock time (every later stage depends on it: DVC must see a rerun as unchanged)
     import json
 
-    first, final = (json.loads((project / "data/prior" / f).read_text())
-                    for f in ("prior.json", "reestimate.json"))
-    assert (final["method"], final["source"]) == ("none", first["method"])
-    assert final["prior"] == first["prior"] == metrics["prior_estimate"]
-    assert "prior_first_estimate" not in metrics
+    first = json.loads((project / "data/prior/prior.json").read_text())
+    assert first["prior"] == metrics["prior_estimate"] and "seconds" not in first
     # unit-norm projections: class prototype and sample prototype are at most 2 apart
     assert 0.0 < metrics["prototype_bias"] < 2.0
     assert "feature_sparsity" not in metrics  # only with non-negative projections
@@ -113,7 +111,7 @@ def test_a_degenerate_pseudo_labelling_is_reported_not_silent(project, tracking_
     params["pupl"]["method"] = "pu_kmeans"
     params["pretrain"]["epochs"] = 1
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for name in ("build_split", "estimate_prior", "pretrain", "reestimate_prior"):
+    for name in ("build_split", "estimate_prior", "pretrain"):
         stage(project, name)
     result = stage(project, "pupl_label")
     summary = json.loads((project / "data/pupl/summary.json").read_text())
@@ -135,7 +133,7 @@ def test_classifier_objectives_record_their_prior_and_differ(project, tracking_u
     import torch
     import yaml
 
-    for name in ("build_split", "estimate_prior", "pretrain", "reestimate_prior", "pupl_label"):
+    for name in ("build_split", "estimate_prior", "pretrain", "pupl_label"):
         stage(project, name)
     report = json.loads((project / "data/prior/prior.json").read_text())
     params = yaml.safe_load((project / "params.yaml").read_text())
@@ -223,36 +221,6 @@ def test_pretraining_fingerprint_follows_the_training_inputs_content(project):
     assert fingerprint(ctx, manifest, None, images) == fingerprint(ctx, manifest, None,
                                                                    images.clone())
     assert fingerprint(ctx, manifest, None, images) != fingerprint(ctx, manifest, None, edited)
-
-
-def test_a_neutral_new_pretrain_param_keeps_cached_encoders_valid(project, monkeypatch):
-    """holdout_positives = 0 trains as before the param existed: the fingerprint is the
-    one computed without it, and any other value changes it."""
-    from types import SimpleNamespace
-
-    import pandas as pd
-    import torch
-
-    from pucl.config import load_params
-    from pucl.stages import pretrain
-
-    params = load_params(project / "params.yaml")
-    manifest = pd.DataFrame({"index": [0, 1], "split": "train", "pu": [1, 0],
-                             "in_u": [True, True], "y": [1, 0]})
-    images = torch.zeros(2, 1, 28, 28, dtype=torch.uint8)
-
-    def key(pretrain_section):
-        ctx = SimpleNamespace(params=params.model_copy(update={"pretrain": pretrain_section}))
-        return pretrain.fingerprint(ctx, manifest, None, images)
-
-    neutral = key(params.pretrain)
-    held_out = key(params.pretrain.model_copy(update={"holdout_positives": 0.2}))
-    assert neutral != held_out
-    # the key as it was computed before the param existed
-    dump = params.pretrain.model_dump()
-    del dump["holdout_positives"]
-    monkeypatch.setattr(type(params.pretrain), "model_dump", lambda self, **kw: dict(dump))
-    assert key(params.pretrain) == neutral
 
 
 def test_pretraining_members_are_the_single_runs_of_their_seeds(project, tracking_uri):

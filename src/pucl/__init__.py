@@ -3,9 +3,9 @@
 The library API, in scikit-learn's conventions (labels 0 / 1, `classes_`, `predict_proba`
 of shape (n, 2), learned attributes ending in `_`):
 
-    from pucl import PUClassifier, AutoPrior, PUPL
+    from pucl import PUClassifier, TEDn, PUPL
     PUClassifier().fit(X, s).predict(X_new)     # s: 1 = labelled positive, 0 = unlabeled
-    AutoPrior().fit(X_unlabeled, X_positive).prior_  # the class prior of the unlabeled rows
+    TEDn().fit(X_unlabeled, X_positive).prior_  # the class prior of the unlabeled rows
     PUPL().fit_predict(features, s)             # PU-aware 2-means pseudo-labels
 
 Every method is registered by name: `pucl.list_methods()` shows them all. Names are
@@ -26,7 +26,7 @@ _EXPORTS = {
     "KM2": "pucl.prior.kernel_mean",
     "BBE": "pucl.prior.bbe",
     "DEDPUL": "pucl.prior.dedpul",
-    "AutoPrior": "pucl.prior.auto",
+    "TEDn": "pucl.prior.tedn",
     "PriorEstimator": "pucl.prior.base",
     "PRIOR_ESTIMATORS": "pucl.prior.base",
     "PUPL": "pucl.pupl.kmeans",

@@ -83,32 +83,30 @@ def load_classifier_model(head_path: Path, pretrained: ContrastiveModel) -> Cont
 
 def load_classifier(head_path: Path, pretrained: list[ContrastiveModel]
                     ) -> list[tuple[ContrastiveModel, nn.Module]]:
-    """Every member of the classifier, as (the model whose encoder feeds it, its head):
-    `classifier.members` per pretrained encoder (`load_models`), encoder by encoder. A
-    pretrained model's own object comes back where train_classifier did not fine-tune it."""
+    """Every member of the classifier, one per pretrained encoder (`load_models`), as (the
+    model whose encoder feeds it, its head). A pretrained model's own object comes back
+    where train_classifier did not fine-tune it."""
     saved = _load(head_path, "classifier", "train_classifier", "head")
     specs = [saved, *saved.get("other_members", [])]
-    # which encoder each member fine-tuned (files with one member per encoder omit it)
-    encoders = [spec.get("encoder", k) for k, spec in enumerate(specs)]
-    if sorted(set(encoders)) != list(range(len(pretrained))):
-        raise DataError(f"{head_path} holds classifiers of {len(set(encoders))} encoder(s) "
-                        f"for {len(pretrained)} pretrained encoder(s): rerun train_classifier")
-    return [(_with_encoder(pretrained[e], spec.get("encoder_state"), head_path),
-             _rebuild_head(spec, head_path)) for e, spec in zip(encoders, specs, strict=True)]
+    if len(specs) != len(pretrained):
+        raise DataError(f"{head_path} holds classifiers of {len(specs)} encoder(s) for "
+                        f"{len(pretrained)} pretrained encoder(s): rerun train_classifier")
+    return [(_with_encoder(model, spec.get("encoder_state"), head_path),
+             _rebuild_head(spec, head_path)) for model, spec in zip(pretrained, specs,
+                                                                    strict=True)]
 
 
-def load_method_head(path: Path, member: int = 0) -> nn.Module:
-    """The classifier a whole training method (NcPU, SSC) learned with its encoder (with
-    pretrain.members > 1, with encoder `member`)."""
+def load_method_heads(path: Path) -> list[nn.Module | None]:
+    """The classifier a whole training method (NcPU, SSC) learned with each encoder, None
+    for an encoder whose method learned none (contrastive pretraining)."""
     saved = _load(path, "model", "pretrain")
-    saved = [saved, *saved.get("other_members", [])][member]
-    if saved.get("classifier") is None:
-        raise DataError(f"{path} holds no classifier: classifier.objective 'method_head' "
-                        "needs pretrain.method ncpu or ssc (rerun pretrain)")
-    try:
-        return rebuild(saved["classifier"])
-    except Exception as exc:
-        raise DataError(f"the classifier in {path} is inconsistent: {exc}") from None
+    heads = []
+    for member in [saved, *saved.get("other_members", [])]:
+        try:
+            heads.append(rebuild(member["classifier"]) if member.get("classifier") else None)
+        except Exception as exc:
+            raise DataError(f"the classifier in {path} is inconsistent: {exc}") from None
+    return heads
 
 
 def load_head(path: Path) -> nn.Module:

@@ -97,15 +97,10 @@ class _MethodSection(_Section):
 
 
 class PriorParams(_MethodSection):
-    # an estimator of pucl.prior.PRIOR_ESTIMATORS (km2, km1, ...) or a source: given
+    # an estimator of pucl.prior.PRIOR_ESTIMATORS (tedn, km2, ...) or a source: given
     # (prior.value) or oracle (the true prior of U, benchmarks only)
-    method: str = "auto"
+    method: str = "tedn"
     value: float | None = Field(None, gt=0.0, lt=1.0, description="the prior, for method=given")
-    # After pretraining: an estimator of PRIOR_ESTIMATORS run again on the encoder's
-    # features of U against the labelled positives it never saw as labelled
-    # (pretrain.holdout_positives); its estimate replaces the first one downstream.
-    # none: the first estimate is used throughout.
-    reestimate: str = "none"
 
     @model_validator(mode="after")
     def _given_needs_value(self) -> PriorParams:
@@ -152,11 +147,6 @@ class PretrainParams(_MethodSection):
     weight_decay: float = Field(1e-5, ge=0.0)
     proj_dim: int = Field(128, ge=2)
     proj_hidden: int = Field(256, ge=2)
-    # Share of the labelled positives that pretraining treats as unlabeled, so that the
-    # encoder's features of them are an unbiased sample of the positives (for
-    # prior.reestimate). 0: every labelled positive shapes the encoder.
-    holdout_positives: float = Field(0.0, ge=0.0, lt=1.0, description="share of labelled "
-                                     "positives pretraining does not see as labelled")
     augment: AugmentParams = AugmentParams()
     # Pretraining's own seed (weight init, batches, augmentations); null: base.seed. The
     # split, PUPL and the classifier keep base.seed, so this varies the encoder alone.
@@ -180,7 +170,6 @@ class PuplParams(_MethodSection):
     # share of positives in U is further than kmeans.prior_tolerance from the prior
     # estimate; then prior_rank, and the run says so), pu_kmeans or prior_rank
     method: str = "auto"
-    features: Literal["projector", "encoder"] = "projector"
 
 
 class ClassifierParams(_MethodSection):
@@ -202,28 +191,10 @@ class ClassifierParams(_MethodSection):
     # Fine-tune the whole network after the head: 0 keeps the encoder frozen.
     finetune_epochs: int = Field(0, ge=0, description="epochs of end-to-end fine-tuning")
     finetune_lr: float = Field(5e-4, gt=0.0, description="fine-tuning learning rate")
-    # The fine-tuned network keeps an exponential moving average of its weights (and
-    # BatchNorm statistics), updated every step with this decay; 0 keeps the last weights.
-    finetune_ema: float = Field(0.0, ge=0.0, lt=1.0, description="decay of the moving "
-                                "average of the fine-tuned weights, per step (0: off)")
     # Neighbour smoothing (pucl.classify.neighbours): a row's score becomes the mean of its
     # own and its k nearest training rows' scores. 0 keeps the head's own score.
     neighbours: int = Field(0, ge=0, description="k nearest training rows whose scores "
                             "each score is averaged with (0: off)")
-    # Self-training (pucl.classify.self_train): after fine-tuning, the network learns with
-    # cross-entropy from its own rank pseudo-labels of U (the prior's share positive) and
-    # the labelled positives; self_train_keep is the share of each side kept, most
-    # certain first. Needs a PU or pseudo-label objective (not method_head).
-    self_train_epochs: int = Field(0, ge=0, description="epochs of cross-entropy on the "
-                                   "classifier's own pseudo-labels of U (0: off)")
-    self_train_keep: float = Field(0.8, gt=0.0, le=1.0, description="share of U's pseudo-"
-                                   "positives and of its pseudo-negatives kept, most certain "
-                                   "first")
-    # Classifiers fitted on each pretrained encoder, from seeds base.seed, base.seed + 1,
-    # ... (head init, batches, augmentations); every one's scores enter the average.
-    # Cheaper than another encoder (no pretraining), and on F-MNIST nearly as diverse.
-    members: int = Field(1, ge=1, le=16, description="classifiers fitted on each encoder, "
-                         "their scores averaged")
 
     @field_validator("prior")
     @classmethod
@@ -280,15 +251,6 @@ class Params(_Section):
     classifier: ClassifierParams = ClassifierParams()
     evaluate: EvaluateParams = EvaluateParams()
     validation: ValidationParams = ValidationParams()
-
-    @model_validator(mode="after")
-    def _reestimate_needs_unseen_positives(self) -> Params:
-        if self.prior.reestimate != "none" and self.pretrain.holdout_positives == 0.0:
-            raise ValueError(f"prior.reestimate {self.prior.reestimate!r} needs "
-                             "pretrain.holdout_positives in (0, 1): features learned with "
-                             "every positive labelled set the positives apart from U, which "
-                             "biases an estimate on them (allowed with 0: none)")
-        return self
 
     @model_validator(mode="after")
     def _method_head_needs_a_method(self) -> Params:

@@ -47,7 +47,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    prior : str or float, default="auto"
+    prior : str or float, default="tedn"
         A prior estimator's name (`pucl.prior.PRIOR_ESTIMATORS.names()`) or the class
         prior of the unlabeled rows, a number in (0, 1).
     loss : str, default="pucl"
@@ -94,7 +94,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     members = 1  # what estimators pickled before the parameter existed hold
     shift = 0
 
-    def __init__(self, prior: str | float = "auto", loss: str = "pucl", encoder: str = "auto",
+    def __init__(self, prior: str | float = "tedn", loss: str = "pucl", encoder: str = "auto",
                  epochs: int = 20, batch_size: int = 512, lr: float = 2e-3,
                  weight_decay: float = 1e-5, temperature: float = 0.5, proj_dim: int = 128,
                  proj_hidden: int = 256, augment: dict | None = None,

@@ -51,17 +51,13 @@ def runs_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
 
 def prior_source(params: dict[str, Any]) -> str:
     """Where a run's class prior came from: `oracle` when any prior consumer was given the
-    true prior, `given` for a number, else the estimator (`prior.method`, or
-    `<prior.reestimate>@features` when the stages after pretraining used a re-estimate)."""
+    true prior, `given` for a number, else the estimator (`prior.method`)."""
     settings = [str(params.get(k, "")) for k in ("prior.method", "pretrain.prior",
                                                  "classifier.prior")]
     if "oracle" in settings:
         return "oracle"
     if any(_value(v) != v for v in settings[1:] if v):
         return "given"  # a number in pretrain.prior / classifier.prior
-    reestimate = str(params.get("prior.reestimate", "none"))
-    if reestimate not in ("none", ""):
-        return f"{reestimate}@features"
     if settings[0] == "given":
         return "given"  # prior.value
     return settings[0] or "-"

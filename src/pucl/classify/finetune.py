@@ -4,8 +4,6 @@ head was trained with (cross-entropy on labels, or the uPU / nnPU risk on P vs U
 
 The head arrives already trained on frozen features, so the first steps do not push
 random-head gradients into the encoder; the learning rate decays on a cosine schedule.
-With `ema` > 0 the network ends with an exponential moving average of its weights and
-BatchNorm statistics over the steps (torch's AveragedModel), not with the last step's.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from tqdm.auto import tqdm
 
 from pucl.classify.linear import LinearHead, PUBatches
@@ -29,7 +26,6 @@ class FinetuneSettings:
     lr: float
     weight_decay: float
     batch_size: int
-    ema: float = 0.0  # decay per step of the weights' moving average; 0: the last weights
 
 
 def _views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator,
@@ -69,18 +65,12 @@ def finetune(
     params = [*encoder.parameters(), *head.parameters()]
     optimizer = torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=settings.epochs)
-    network = nn.ModuleList([encoder, head])
-    # the average's first update copies the weights after the first step
-    average = AveragedModel(network, multi_avg_fn=get_ema_multi_avg_fn(settings.ema),
-                            use_buffers=True) if settings.ema > 0 else None
     ce = nn.CrossEntropyLoss()
 
     def step(objective: torch.Tensor) -> None:
         optimizer.zero_grad(set_to_none=True)
         objective.backward()
         optimizer.step()
-        if average is not None:
-            average.update_parameters(network)
 
     pu = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator) \
         if kind != "ce" else None
@@ -115,8 +105,6 @@ def finetune(
                 total, steps = total + float(result.risk), steps + 1
         schedule.step()
         losses.append(total / max(steps, 1))
-    if average is not None:
-        network.load_state_dict(average.module.state_dict())
     encoder.eval()
     head.eval()
     return losses

@@ -121,23 +121,3 @@ def _subsample_to_prior(
     keep[rng.choice(pos, size=n_pos, replace=False)] = True
     keep[rng.choice(neg, size=n_neg, replace=False)] = True
     return keep
-
-
-# Mixed into the seed so the held-out draw is its own random stream, unrelated to the
-# split's draws with the same base.seed.
-_HOLDOUT_STREAM = 0x484F4C44
-
-
-def pretrain_holdout(positive_index: np.ndarray, share: float, seed: int) -> np.ndarray:
-    """The labelled positives that pretraining treats as unlabeled (`share` of them,
-    rounded, at least one when share > 0), as sorted row indices. The same inputs give the
-    same rows whatever their order, so the stages that exclude them and the one that uses
-    them agree without storing the draw."""
-    if not 0.0 <= share < 1.0:
-        raise ValueError(f"share must be in [0, 1), got {share}")
-    pool = np.unique(np.asarray(positive_index, dtype=np.int64))
-    if share == 0.0 or len(pool) == 0:
-        return pool[:0]
-    k = min(len(pool) - 1, max(1, round(share * len(pool))))
-    rng = np.random.default_rng([seed, _HOLDOUT_STREAM])
-    return np.sort(rng.choice(pool, size=k, replace=False))

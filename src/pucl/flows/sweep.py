@@ -69,8 +69,7 @@ def shared_pretraining(params: Params) -> str | None:
     entry = PRETRAINING_METHODS.get(p.method)
     trainer = entry.build(entry_settings(params, "pretrain", entry))
     if p.prior == "estimate" and trainer.uses_prior(p.loss):  # trains on the first estimate
-        key["prior"] = {k: v for k, v in params.prior.model_dump().items()
-                        if k != "reestimate"}
+        key["prior"] = params.prior.model_dump()
     return json.dumps(key, sort_keys=True, default=str)
 
 

@@ -9,6 +9,7 @@ paper 002 eq. 17 (balanced); paper 004 eq. 6-7 (non-negative projections).
 from __future__ import annotations
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from pucl.errors import ParamsError
@@ -19,7 +20,7 @@ from pucl.losses.core import (
     same_set_mask,
     similarity_logits,
 )
-from pucl.registry import Registry
+from pucl.registry import EntryParams, Registry
 
 NONNEG = ("none", "relu", "rep_relu")
 
@@ -113,7 +114,17 @@ class SCLPU(ContrastiveLoss):
         return sclpu_positives(labeled_views, b)
 
 
-@CONTRASTIVE_LOSSES.register("mcl")
+class MCLParams(EntryParams):
+    mcl_lambda: float = Field(0.5, ge=0.0, le=1.0, description="weight of sCL-PU; ssCL "
+                              "gets 1 - it")
+
+
+class BalancedParams(EntryParams):
+    alpha: float = Field(2.0, gt=0.0, description="scale of the cosine similarities")
+    balance_lambda: float = Field(1.0, gt=0.0, description="weight of the repulsion")
+
+
+@CONTRASTIVE_LOSSES.register("mcl", params=MCLParams)
 class MCL(ContrastiveLoss):
     """MCL (eq. 28): lambda * sCL-PU + (1 - lambda) * ssCL; both share log Z, so the mix
     is a mix of attraction weights."""
@@ -176,7 +187,7 @@ class DCL(ContrastiveLoss):
         return -(s_pos - torch.logaddexp(s_pos, log_ng)).mean()
 
 
-@CONTRASTIVE_LOSSES.register("balanced")
+@CONTRASTIVE_LOSSES.register("balanced", params=BalancedParams)
 class Balanced(ContrastiveLoss):
     """Balanced contrastive loss (paper 002 eq. 17) on cosine similarities:
     l_i = -mean_{j in pos(i)} cos_ij + lambda / alpha * log sum_{j in neg(i)} exp(alpha cos_ij),
@@ -208,12 +219,13 @@ class Balanced(ContrastiveLoss):
         return (-attract + self.balance_lambda / self.alpha * repel).mean()
 
 
-@CONTRASTIVE_LOSSES.register("balanced_pucl")
+@CONTRASTIVE_LOSSES.register("balanced_pucl", params=BalancedParams, params_key="balanced")
 class BalancedPUCL(Balanced):
     """Balanced loss (paper 002 eq. 17) with PUCL's positive set for labelled anchors."""
 
-    def __init__(self, **params):
-        super().__init__(pu=True, **params)
+    def __init__(self, alpha: float = 2.0, balance_lambda: float = 1.0, nonneg: str = "none",
+                 temperature: float = 1.0):
+        super().__init__(alpha, balance_lambda, True, nonneg, temperature)
 
 
 def make_loss(name: str, **params) -> ContrastiveLoss:

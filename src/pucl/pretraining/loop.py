@@ -24,11 +24,17 @@ class EpochStats:
     epoch: int
     loss: float
     lr: float
-    seconds: float
-    images_per_s: float  # augmented views through forward + backward per second
+    # clock times: nan for epochs restored from a checkpoint, which keeps none (a file
+    # other stages depend on must not change when the same training is run again)
+    seconds: float = float("nan")
+    images_per_s: float = float("nan")  # augmented views through forward + backward per s
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def outcome(self) -> dict:
+        """What the epoch computed, without its clock times."""
+        return {"epoch": self.epoch, "loss": self.loss, "lr": self.lr}
 
 
 def full_batch_size(n: int, batch_size: int) -> int:
@@ -114,6 +120,6 @@ class TrainingLoop:
                     "optimizer": self.optimizer.state_dict(),
                     "schedule": self.schedule.state_dict(),
                     "generator": generator.get_state(),
-                    "history": [h.to_dict() for h in history],
+                    "history": [h.outcome() for h in history],
                 })
         return history

@@ -8,7 +8,7 @@ of each side are dealt into `folds` folds and fold k is scored by a classifier t
 the others. A network stops training where its balanced P-vs-U loss on a validation slice
 of its own training part is lowest; the held-out fold plays no part in that choice.
 
-Settings: params.yaml `prior.heldout` (shared by bbe, dedpul, bbe_dedpul, tedn and auto).
+Settings: params.yaml `prior.heldout` (shared by bbe, dedpul and tedn).
 """
 
 from __future__ import annotations
@@ -286,8 +286,8 @@ def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, P: np.ndarray, U: 
 
 
 class HeldOutEstimator(PriorEstimator):
-    """Base of the estimators that read held-out P-vs-U scores (bbe, dedpul, bbe_dedpul,
-    tedn, auto): their settings are HeldOutParams' fields (the same defaults:
+    """Base of the estimators that read held-out P-vs-U scores (bbe, dedpul,
+    tedn): their settings are HeldOutParams' fields (the same defaults:
     tests/test_prior_heldout.py); subclasses implement `_from_scores(scores) -> (prior,
     details)` and say whether their scorer goes on with CVIR rounds (`cvir`)."""
 

@@ -9,12 +9,17 @@ calls positive, the rows the model scores highest, out of the negatives and trai
 the rest; estimate and classifier improve each other round by round (`heldout.py`,
 `_cvir`; settings `prior.heldout.cvir_rounds` and `cvir_epochs`). The final estimate is
 BBE on the held-out folds, as for `bbe`; with `cvir_rounds: 0` the two are the same.
+
+It is the default (`prior.method: tedn`) because it is the only estimator measured within
+0.03 on every case of reports/prior (five cases x five seeds, worst 0.022). DEDPUL on the
+same CVIR scores costs well under a second and is reported beside it (`dedpul_cvir`).
 """
 
 from __future__ import annotations
 
 from pucl.prior.base import PRIOR_ESTIMATORS
 from pucl.prior.bbe import bbe_from_scores
+from pucl.prior.dedpul import dedpul_from_scores
 from pucl.prior.heldout import HeldOutEstimator, HeldOutParams, HeldOutScores
 
 
@@ -25,4 +30,6 @@ class TEDn(HeldOutEstimator):
     cvir = True
 
     def _from_scores(self, scores: HeldOutScores) -> tuple[float, dict]:
-        return bbe_from_scores(scores, self.gamma, self.delta)
+        prior, details = bbe_from_scores(scores, self.gamma, self.delta)
+        dedpul, _ = dedpul_from_scores(scores, self.bandwidth_u, self.bandwidth_p)
+        return prior, {**details, "dedpul_cvir": dedpul}

@@ -9,7 +9,6 @@ STAGES: dict[str, tuple[str, ...]] = {
     "build_split": ("data", "split", "validation"),
     "estimate_prior": ("data", "prior"),
     "pretrain": ("data", "pretrain"),
-    "reestimate_prior": ("data", "prior", "pretrain.holdout_positives"),
     "pupl_label": ("data", "pupl", "validation"),
     "train_classifier": ("data", "classifier", "pretrain.augment"),  # augment: fine-tuning
     "evaluate": ("data", "evaluate", "validation", "pretrain.augment", "pretrain.nonneg"),

@@ -22,10 +22,8 @@ if TYPE_CHECKING:
     from pucl.tracking import Run
 
 MANIFEST_COLUMNS = ("index", "split", "pu", "in_u", "y")
-# The class prior reports under paths.prior: estimate_prior's, made before pretraining
-# (what PUNCE and DCL use), and reestimate_prior's, what every later stage uses.
-FIRST_PRIOR = "prior.json"
-FINAL_PRIOR = "reestimate.json"
+# The class prior report under paths.prior (estimate_prior's), read by every later stage.
+PRIOR_REPORT = "prior.json"
 LABEL_COLUMNS = ("index", "pseudo_label")
 
 
@@ -88,20 +86,18 @@ class StageContext:
         """The suites' outcome as a DVC metrics file of the stage (empty when off)."""
         write_json(self.path(section, "validation.json"), self.validations)
 
-    def class_prior(self, choice: str | float, final: bool = True) -> tuple[float, str]:
+    def class_prior(self, choice: str | float) -> tuple[float, str]:
         """A prior setting ('estimate', 'oracle' or a number) as (value, source); the
-        source says where it came from and is logged as a tag (oracle is never hidden).
-        `final`: the estimate after pretraining (reestimate_prior), else the first."""
+        source says where it came from and is logged as a tag (oracle is never hidden)."""
         if isinstance(choice, float):
             return choice, "given"
-        report = self.read_json("prior", FINAL_PRIOR if final else FIRST_PRIOR)
+        report = self.read_json("prior", PRIOR_REPORT)
         if choice == "oracle":
             if report.get("prior_true") is None:
                 raise ParamsError("prior 'oracle' needs the true labels of U, which this "
                                   "data does not have (allowed here: estimate or a number)")
             return float(report["prior_true"]), "oracle"
-        return (float(report["prior"]),
-                "oracle" if report.get("oracle") else report.get("source", report["method"]))
+        return float(report["prior"]), "oracle" if report.get("oracle") else report["method"]
 
     def settings(self, section: str, entry: Entry) -> Any:
         """A registry entry's own settings, from its sub-section of `section`."""

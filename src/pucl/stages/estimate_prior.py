@@ -15,7 +15,7 @@ from pucl.data.registry import unit_scale
 from pucl.errors import DataError, ParamsError
 from pucl.io import write_json
 from pucl.prior import PRIOR_ESTIMATORS
-from pucl.stages._context import FIRST_PRIOR, StageContext
+from pucl.stages._context import PRIOR_REPORT, StageContext
 
 NAME = "estimate_prior"
 
@@ -56,9 +56,11 @@ def run(ctx: StageContext) -> dict:
         used = estimator.prior_
     report["prior"] = float(used)
     report["abs_error"] = abs(float(used) - prior_true) if prior_true is not None else None
-    report["seconds"] = time.perf_counter() - start
-    write_json(ctx.path("prior", FIRST_PRIOR), report)
-    ctx.run.log_artifact(ctx.path("prior", FIRST_PRIOR))
+    # prior.json holds no clock time: every later stage depends on it, and DVC would see
+    # an unchanged estimate as changed; the time goes to MLflow with the metrics
+    write_json(ctx.path("prior", PRIOR_REPORT), report)
+    ctx.run.log_artifact(ctx.path("prior", PRIOR_REPORT))
     ctx.run.set_tags({"prior_source": p.method})
-    return {k: v for k, v in report.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {**{k: v for k, v in report.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)},
+            "seconds": time.perf_counter() - start}

@@ -55,7 +55,7 @@ from pucl.metrics import (  # noqa: E402
     roc_points,
 )
 from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
-from pucl.stages._context import FINAL_PRIOR, LABEL_COLUMNS, StageContext
+from pucl.stages._context import LABEL_COLUMNS, PRIOR_REPORT, StageContext
 from pucl.validation import suites  # noqa: E402
 
 NAME = "evaluate"
@@ -167,7 +167,7 @@ def run(ctx: StageContext) -> dict:
         metrics["accuracy_one_member"] = classification_metrics(
             y_test, scores[0].mean(axis=0))["accuracy"]
 
-    prior = ctx.read_json("prior", FINAL_PRIOR)
+    prior = ctx.read_json("prior", PRIOR_REPORT)
     pseudo = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
     pupl = ctx.read_json("pupl", "summary.json")
     joined = train.merge(pseudo, on="index", how="left", validate="one_to_one")
@@ -178,8 +178,6 @@ def run(ctx: StageContext) -> dict:
     scored_u = in_u if known[in_u].all() else np.zeros_like(in_u)
     metrics.update({"prior_estimate": prior["prior"], "kmeans_potential": pupl["potential"],
                     "n_test": len(test)})
-    if prior["method"] != "none":  # re-estimated on the features: the first one beside it
-        metrics["prior_first_estimate"] = prior["prior_first"]
     if prior.get("prior_true") is not None:
         metrics.update({"prior_true": prior["prior_true"],
                         "prior_abs_error": abs(prior["prior"] - prior["prior_true"])})

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
-from pucl.classify.pu_risk import PU_RISKS
 from pucl.config import Params
 from pucl.data import check_task, get_task, load_dataset
 from pucl.errors import DataError, ParamsError, unknown_parameter
@@ -25,7 +24,6 @@ from pucl.stages._context import data_path
 # registry entries). A section's sub-sections hold its registries' entries' settings.
 REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
     ("prior", "method", PRIOR_ESTIMATORS, ("given", "oracle")),
-    ("prior", "reestimate", PRIOR_ESTIMATORS, ("none",)),
     ("pretrain", "method", PRETRAINING_METHODS, ()),
     ("pretrain", "encoder", ENCODERS, ()),
     ("pretrain", "loss", CONTRASTIVE_LOSSES, ()),
@@ -58,11 +56,6 @@ def check_methods(params: Params) -> None:
                 raise ParamsError(f"invalid parameter '{where}' = {value!r}: the settings of "
                                   f"{keys[key].name!r} must be a mapping")
             keys[key].settings(value, where)
-    p = params.classifier
-    if p.self_train_epochs and CLASSIFIER_OBJECTIVES.get(p.objective).build().source != "pu":
-        raise ParamsError(f"classifier.self_train_epochs = {p.self_train_epochs} needs a PU "
-                          f"objective (allowed with it: {', '.join(PU_RISKS)}), got "
-                          f"classifier.objective = {p.objective!r}")
 
 
 @functools.lru_cache(maxsize=8)

@@ -2,11 +2,14 @@
 or with `pretrain.method: ncpu` the NcPU method (paper 001), which trains a classifier
 along with them (kept in `model.pt` for `classifier.objective: method_head`).
 
-Outputs: `model.pt` (weights + architecture), `history.csv` (per-epoch loss, learning
-rate, images/s; a DVC plot), `loss.png`, and `checkpoint.pt`, a DVC `persist` output
-rewritten atomically after every epoch. A rerun whose params, seed and split match the
-checkpoint's fingerprint resumes from it (bit-identical to an uninterrupted run); any
-other checkpoint is ignored and training starts over.
+Outputs: `model.pt` (weights + architecture), `history.csv` (per-epoch loss and learning
+rate; a DVC plot), `loss.png`, and `checkpoint.pt`, a DVC `persist` output
+rewritten atomically after every epoch. None holds a clock time, so the same training
+run again leaves them byte for byte as they were; the seconds and images/s of each
+epoch go to MLflow and to `timing.csv`, which no stage reads and DVC does not track.
+A rerun whose params, seed and split match the checkpoint's fingerprint resumes from it
+(bit-identical to an uninterrupted run); any other checkpoint is ignored and training
+starts over.
 
 A finished pretraining is also kept under `paths.pretrain_cache/<fingerprint>/`; a later
 run with the same fingerprint (the sweep points of one seed that differ only downstream,
@@ -39,9 +42,8 @@ import torch  # noqa: E402
 
 import pucl.data.augment as augment_module  # noqa: E402
 from pucl.data.augment import make_augment  # noqa: E402
-from pucl.data.split import pretrain_holdout  # noqa: E402
 from pucl.io import atomic_path, save_figure, write_table, write_torch  # noqa: E402
-from pucl.losses import CONTRASTIVE_LOSSES, make_loss  # noqa: E402
+from pucl.losses import CONTRASTIVE_LOSSES  # noqa: E402
 from pucl.models import ContrastiveModel  # noqa: E402
 from pucl.pretraining import PRETRAINING_METHODS, PretrainJob  # noqa: E402
 from pucl.pretraining.loop import EpochStats  # noqa: E402
@@ -54,9 +56,6 @@ NAME = "pretrain"
 # epoch computes): these packages whole, and the augmentations.
 TRAINING_PACKAGES = ("pucl.pretraining", "pucl.losses", "pucl.models")
 TRAINING_MODULES = (augment_module,)
-# pretrain params added after encoders were cached, with the value that trains exactly
-# as before: left out of the fingerprint at that value, so those encoders stay valid.
-NEUTRAL_PRETRAIN_PARAMS = {"holdout_positives": 0.0}
 # pretrain params that say which encoders to train, not how one trains: the fingerprint
 # has each member's own seed instead, so a member is the same encoder as the single run
 # with that seed (and shares its cache entry).
@@ -74,14 +73,6 @@ def training_code_files() -> list[Path]:
     return files
 
 
-def pretrain_labels(train: pd.DataFrame, holdout: float, seed: int) -> np.ndarray:
-    """Which training rows pretraining sees as labelled positives: all of them but the
-    held-out share (prior.reestimate scores those on the learned features)."""
-    labeled = train["pu"].to_numpy() == 1
-    held_out = pretrain_holdout(train.loc[labeled, "index"].to_numpy(), holdout, seed)
-    return labeled & ~np.isin(train["index"].to_numpy(), held_out)
-
-
 def method(ctx: StageContext):
     """The configured pretraining method, built with its settings (pretrain.<method>)."""
     entry = PRETRAINING_METHODS.get(ctx.params.pretrain.method)
@@ -93,20 +84,17 @@ def loss_prior(ctx: StageContext, trainer) -> tuple[float | None, str | None]:
     came from (None when the method and loss need none, as NcPU)."""
     if not trainer.uses_prior(ctx.params.pretrain.loss):
         return None, None
-    return ctx.class_prior(ctx.params.pretrain.prior, final=False)  # runs before reestimate_prior
+    return ctx.class_prior(ctx.params.pretrain.prior)
 
 
-def loss_params(p, prior: float | None) -> dict:
-    """make_loss keyword arguments for the configured objective."""
-    if p.loss in ("balanced", "balanced_pucl"):
-        params = {"alpha": p.balance_alpha, "balance_lambda": p.balance_lambda}
-    else:
-        params = {"temperature": p.temperature}
-    if p.loss == "mcl":
-        params["mcl_lambda"] = p.mcl_lambda
-    if p.loss in CONTRASTIVE_LOSSES.names(tag="needs_prior"):
-        params["pi"] = prior
-    return {**params, "nonneg": p.nonneg}
+def build_loss(ctx: StageContext, prior: float | None):
+    """The configured contrastive objective with its settings (pretrain.<loss>, when it
+    has any), the temperature, the non-negative projection and, for PUNCE and DCL, the
+    class prior."""
+    p = ctx.params.pretrain
+    entry = CONTRASTIVE_LOSSES.get(p.loss)
+    return entry.build(ctx.settings("pretrain", entry), temperature=p.temperature,
+                       nonneg=p.nonneg, pi=prior)
 
 
 def member_seeds(params) -> list[int]:
@@ -125,8 +113,7 @@ def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
     code = hashlib.sha256(b"".join(f.read_bytes() for f in training_code_files()))
     content = hashlib.sha256(np.ascontiguousarray(images.numpy()).data).hexdigest()
     pretrain = {k: v for k, v in p.pretrain.model_dump().items()
-                if k not in MEMBER_PARAMS
-                and (k not in NEUTRAL_PRETRAIN_PARAMS or NEUTRAL_PRETRAIN_PARAMS[k] != v)}
+                if k not in MEMBER_PARAMS}
     key = {"pretrain": pretrain, "seed": p.base.seed, "data": p.data.model_dump(),
            "manifest": hashlib.sha256(
                pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
@@ -152,6 +139,28 @@ def load_resume_state(path, expected: str) -> dict | None:
 
 
 CACHED_FILES = ("model.pt", "history.csv", "checkpoint.pt")
+# Clock times per epoch: not a DVC output (a rerun of the same training must leave every
+# output, and so dvc.lock, unchanged), kept beside history.csv and in the cache entry.
+TIMING_FILE = "timing.csv"
+OUTCOME_COLUMNS = ["epoch", "loss", "lr"]
+TIMING_COLUMNS = ["epoch", "seconds", "images_per_s"]
+
+
+def write_history(ctx: StageContext, frame: pd.DataFrame) -> None:
+    """history.csv (what each epoch computed) and timing.csv (what it took)."""
+    member = ["member"] if "member" in frame else []
+    write_table(ctx.path("pretrain", "history.csv"), frame[OUTCOME_COLUMNS + member])
+    write_table(ctx.path("pretrain", TIMING_FILE), frame[TIMING_COLUMNS + member])
+
+
+def read_history(ctx: StageContext) -> pd.DataFrame:
+    """history.csv with its timing.csv beside it (nan times where that is missing)."""
+    frame = pd.read_csv(ctx.path("pretrain", "history.csv"))
+    timing = ctx.path("pretrain", TIMING_FILE)
+    if timing.is_file():
+        return frame.merge(pd.read_csv(timing), on=["epoch", *(["member"] if "member" in frame
+                                                              else [])], how="left")
+    return frame.assign(seconds=np.nan, images_per_s=np.nan)
 
 
 def cache_entry(ctx: StageContext, fp: str) -> Path | None:
@@ -164,9 +173,13 @@ def restore_from_cache(ctx: StageContext, entry: Path | None, checkpoint: bool =
     checkpoint.pt alone (it may hold a later member's unfinished training)."""
     if entry is None or not all((entry / name).is_file() for name in CACHED_FILES):
         return False
-    for name in CACHED_FILES if checkpoint else CACHED_FILES[:2]:
-        with atomic_path(ctx.path("pretrain", name)) as tmp:
-            shutil.copyfile(entry / name, tmp)
+    names = [*(CACHED_FILES if checkpoint else CACHED_FILES[:2]), TIMING_FILE]
+    for name in names:
+        if (entry / name).is_file():
+            with atomic_path(ctx.path("pretrain", name)) as tmp:
+                shutil.copyfile(entry / name, tmp)
+        else:  # entries cached before timing.csv existed lack it: no stale times either
+            ctx.path("pretrain", name).unlink(missing_ok=True)
     return True
 
 
@@ -177,7 +190,7 @@ def store_in_cache(ctx: StageContext, entry: Path | None) -> None:
     staging = entry.with_name(f"{entry.name}.tmp-{os.getpid()}")
     try:
         staging.mkdir(parents=True, exist_ok=True)
-        for name in CACHED_FILES:
+        for name in (*CACHED_FILES, TIMING_FILE):
             shutil.copyfile(ctx.path("pretrain", name), staging / name)
         os.replace(staging, entry)  # complete or absent, never half-written
     except OSError as exc:
@@ -214,7 +227,7 @@ def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, 
         "in_shape": list(image_shape), "proj_hidden": p.proj_hidden, "proj_dim": p.proj_dim,
         "loss": p.loss, "method": p.method, "classifier": result.classifier, "seed": seed})
     frame = pd.DataFrame([h.to_dict() for h in result.history])
-    write_table(ctx.path("pretrain", "history.csv"), frame)
+    write_history(ctx, frame)
     return frame
 
 
@@ -232,10 +245,11 @@ def pretrain_member(ctx: StageContext, k: int, seed: int, last: bool, trainer, l
     entry = cache_entry(ctx, fp)
     if restore_from_cache(ctx, entry, checkpoint=last):
         print(f"pucl pretrain: reusing the finished pretraining {entry}", file=sys.stderr)
-        frame = pd.read_csv(ctx.path("pretrain", "history.csv"))
+        frame = read_history(ctx)
         for row in frame.itertuples(index=False):
             ctx.run.log_metrics({f"loss{suffix}": row.loss, f"lr{suffix}": row.lr,
-                                 f"images_per_s{suffix}": row.images_per_s},
+                                 **({f"images_per_s{suffix}": row.images_per_s}
+                                    if np.isfinite(row.images_per_s) else {})},
                                 step=int(row.epoch))
         reused = entry
     else:
@@ -254,11 +268,10 @@ def run(ctx: StageContext) -> dict:
     train = manifest[manifest["split"] == "train"].reset_index(drop=True)
     data = ctx.data()
     images = torch.from_numpy(data.x_train[train["index"].to_numpy()])
-    is_labeled = torch.from_numpy(pretrain_labels(train, p.holdout_positives,
-                                                  ctx.params.base.seed))
+    is_labeled = torch.from_numpy(train["pu"].to_numpy() == 1)
     trainer = method(ctx)
     prior_used, prior_source = loss_prior(ctx, trainer)
-    loss_fn = make_loss(p.loss, **loss_params(p, prior_used))
+    loss_fn = build_loss(ctx, prior_used)
     augment = make_augment(p.augment, data.is_tabular)
     seeds = member_seeds(ctx.params)
     members, frames, reused = [], [], []
@@ -275,7 +288,7 @@ def run(ctx: StageContext) -> dict:
     if len(seeds) > 1:  # the first member stays the model every reader loads by default
         write_torch(ctx.path("pretrain", "model.pt"),
                     {**members[0], "other_members": members[1:]})
-        write_table(ctx.path("pretrain", "history.csv"), pd.concat(frames, ignore_index=True))
+        write_history(ctx, pd.concat(frames, ignore_index=True))
     if any(entry is not None for entry in reused):
         ctx.run.set_tags({"pretrain_reused": ", ".join(str(e) for e in reused if e)})
     fig, ax = plt.subplots(figsize=(5, 3.2))
@@ -297,7 +310,7 @@ def run(ctx: StageContext) -> dict:
     steady = first["images_per_s"].iloc[1:] if len(first) > 1 else first["images_per_s"]
     return {"final_loss": float(first["loss"].iloc[-1]), "epochs": len(first),
             **({"loss_prior": prior_used} if prior_used is not None else {}),
-            "images_per_s": float(steady.median()),
+            "images_per_s": float(steady.median()),  # nan when every epoch was resumed
             "train_seconds": float(sum(f["seconds"].sum() for f in frames)),
             "members": len(seeds),
             "reused": float(all(entry is not None for entry in reused))}

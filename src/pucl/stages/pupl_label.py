@@ -10,7 +10,8 @@ of U empty or stray from the prior estimate are flagged: a warning on stderr, `d
 in the summary, the metric and tag `pupl_degenerate` (docs/pupl.md).
 
 Outputs `labels.parquet` (index, pseudo_label, margin) and `summary.json` (method,
-features, positive fraction, k-means potential). Labelled positives are always positive.
+positive fraction, k-means potential). PUPL reads the projector's L2-normalised
+outputs. Labelled positives are always positive.
 """
 
 from __future__ import annotations
@@ -38,10 +39,9 @@ def run(ctx: StageContext) -> dict:
     data = ctx.data()
     model = load_model(ctx.path("pretrain", "model.pt"))
     device = resolve_device(ctx.params.base.device)
-    z = embed(model, data.x_train[train["index"].to_numpy()], p.features, device)
-    expected_dim = (model.head.net[-1].out_features if p.features == "projector"
-                    else model.encoder.out_dim)
-    ctx.validate(lambda: suites.features(z, expected_dim,
+    # the projector's normalised outputs: the geometry the contrastive loss shaped
+    z = embed(model, data.x_train[train["index"].to_numpy()], "projector", device)
+    ctx.validate(lambda: suites.features(z, model.head.net[-1].out_features,
                                          ctx.params.validation.feature_variance_floor))
     labeled = train["pu"].to_numpy() == 1
     in_u = train["in_u"].to_numpy()
@@ -60,7 +60,7 @@ def run(ctx: StageContext) -> dict:
 
     labels = pd.DataFrame({"index": train["index"], "pseudo_label": result.labels.astype(np.int8),
                            "margin": result.margin})
-    summary = {"method": result.method, "features": p.features,
+    summary = {"method": result.method,
                "restarts": getattr(labeller, "restarts", None),
                "best_restart": result.best_restart, "iterations": result.iterations,
                "potential": result.potential, "positive_fraction": result.positive_fraction,
@@ -75,7 +75,7 @@ def run(ctx: StageContext) -> dict:
     ctx.write_validation("pupl")
     ctx.run.log_artifact(ctx.path("pupl", "summary.json"))
     ctx.run.log_artifact(ctx.path("pupl", "labels.parquet"))
-    ctx.run.set_tags({"pupl_method": result.method, "pupl_features": p.features,
+    ctx.run.set_tags({"pupl_method": result.method,
                       "pupl_fallback": str(fallback is not None).lower(),
                       "pupl_degenerate": str(degenerate is not None).lower()})
     return {k: v for k, v in summary.items()
