@@ -132,7 +132,8 @@ def test_bench_table_prints_percent_beside_the_paper():
                           "variant": ["x", "x", "y", "y"], "base.seed": [0, 1, 0, 1],
                           "gamma": 0.1, "accuracy": [0.90, 0.92, 0.80, 0.80],
                           "prior_abs_error": [0.01, 0.03, 0.0, 0.0]})
-    table = bench_table(comparison_table(frame, ["variant"]), {"x": 91.8})
+    table = bench_table(comparison_table(frame, ["variant"]),
+                        lambda row: {"x": 91.8}.get(row["variant"]))
     assert table.to_dict("records") == [
         {"variant": "x", "accuracy %": "91.0 +- 1.0", "paper %": "91.8",
          "ours - paper": "-0.8", "|prior error|": "0.0200", "n": 2},
@@ -143,6 +144,24 @@ def test_bench_table_prints_percent_beside_the_paper():
 def test_reference_must_name_a_variant():
     with pytest.raises(ParamsError, match="unknown variants"):
         parse_sweep({"name": "s", "variants": {"a": {}}, "reference": {"b": 90.0}})
+
+
+def test_references_per_grid_point_are_looked_up_by_the_points_name():
+    from pucl.sweep import reference_of
+
+    spec = parse_sweep({"name": "s", "grid": {"data.task": ["a", "b"], "split.n_p": [1, 2]},
+                        "variants": {"v": {}, "w": {}},
+                        "reference": {"v": {"task=a,n_p=2": 90.0, "task=b,n_p=1": 80.0},
+                                      "w": 70.0}})
+    assert reference_of(spec, "v", {"data.task": "a", "split.n_p": 2}) == 90.0
+    assert reference_of(spec, "v", {"data.task": "b", "split.n_p": 1}) == 80.0
+    assert reference_of(spec, "v", {"data.task": "a", "split.n_p": 1}) is None
+    assert reference_of(spec, "w", {"data.task": "b", "split.n_p": 2}) == 70.0
+    assert reference_of(spec, "x", {"data.task": "b", "split.n_p": 2}) is None
+    with pytest.raises(ParamsError, match=r"reference of 'v' names 'task=c,n_p=1', not a "
+                                          r"grid point \(points: task=a,n_p=1, "):
+        parse_sweep({"name": "s", "grid": {"data.task": ["a", "b"], "split.n_p": [1, 2]},
+                     "variants": {"v": {}}, "reference": {"v": {"task=c,n_p=1": 1.0}}})
 
 
 def test_default_must_name_a_variant():

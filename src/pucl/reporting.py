@@ -6,7 +6,7 @@ and the sweep flow read the records from MLflow and write what these return.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -137,10 +137,12 @@ def with_std(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def bench_table(grouped: pd.DataFrame, reference: dict[str, float]) -> pd.DataFrame:
+def bench_table(grouped: pd.DataFrame,
+                reference: Callable[[dict[str, Any]], float | None]) -> pd.DataFrame:
     """A grouped comparison (comparison_table with `by`) as the paper prints it: test
     accuracy in percent, mean +- population std, beside the published number and the
-    difference (ours - paper) when the preset gives one for that variant."""
+    difference (ours - paper) where `reference(row)` gives one for the row's variant and
+    grid point."""
     keys = [c for c in grouped.columns
             if c not in {"n", "gamma", "gamma_std"} and c not in KEY_METRICS
             and not c.endswith("_std")]
@@ -149,7 +151,7 @@ def bench_table(grouped: pd.DataFrame, reference: dict[str, float]) -> pd.DataFr
         mean, std = 100 * rec["accuracy"], 100 * rec.get("accuracy_std", np.nan)
         row = {k: rec[k] for k in keys}
         row["accuracy %"] = f"{mean:.1f} +- {std:.1f}"
-        paper = reference.get(str(rec.get("variant")))
+        paper = reference(rec)
         row["paper %"] = f"{paper:.1f}" if paper is not None else "-"
         row["ours - paper"] = f"{mean - paper:+.1f}" if paper is not None else "-"
         if "prior_abs_error" in rec:

@@ -47,8 +47,9 @@ class SweepSpec(BaseModel):
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     set: dict[str, Any] = Field(default_factory=dict)
     variants: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    # published numbers to print beside the results (pucl bench), per variant name
-    reference: dict[str, float] = Field(default_factory=dict)
+    # published numbers to print beside the results (pucl bench), per variant name: one
+    # number, or one per grid point (keyed like the point names: `n_p=1000`)
+    reference: dict[str, float | dict[str, float]] = Field(default_factory=dict)
     # the variant a preset recommends (its best measured): `pucl run --preset NAME` runs it,
     # `pucl bench NAME --variants default` benchmarks it
     default: str | None = None
@@ -98,6 +99,13 @@ class SweepSpec(BaseModel):
         if unknown:
             raise ValueError(f"reference names unknown variants {unknown} (variants: "
                              f"{', '.join(self.variants) or 'none'})")
+        labels = {point_label(self, dict(zip(self.grid, combo, strict=True)))
+                  for combo in itertools.product(*self.grid.values())}
+        for variant, numbers in self.reference.items():
+            stray = sorted(set(numbers) - labels) if isinstance(numbers, dict) else []
+            if stray:
+                raise ValueError(f"reference of {variant!r} names {stray[0]!r}, not a grid "
+                                 f"point (points: {', '.join(sorted(labels))})")
         if self.default is not None and self.default not in self.variants:
             raise ValueError(f"default names an unknown variant {self.default!r} (variants: "
                              f"{', '.join(self.variants) or 'none'})")
@@ -170,12 +178,32 @@ def _label(value: Any) -> str:
     return str(value).replace("/", "_").replace(" ", "")
 
 
+def _grid_labels(spec: SweepSpec) -> list[str]:
+    """Short param names of the grid keys (`n_p`), unless two share one."""
+    keys = list(spec.grid)
+    short = [k.rsplit(".", 1)[-1] for k in keys]
+    return short if len(set(short)) == len(short) else keys
+
+
+def point_label(spec: SweepSpec, values: dict[str, Any]) -> str:
+    """A grid point as its name reads (`task=cifar-i,n_p=1000`), from {grid key: value}."""
+    return ",".join(f"{label}={_label(values[key])}"
+                    for label, key in zip(_grid_labels(spec), spec.grid, strict=True))
+
+
+def reference_of(spec: SweepSpec, variant: str | None, values: dict[str, Any]) -> float | None:
+    """The published number of a variant at a grid point, if the spec gives one."""
+    numbers = spec.reference.get(str(variant))
+    if isinstance(numbers, dict):
+        return numbers.get(point_label(spec, values))
+    return numbers
+
+
 def expand(spec: SweepSpec) -> list[SweepPoint]:
     """Every grid combination x every seed, with readable unique names
     (`loss=pucl,n_p=250,s0`); short param names unless two grid keys share one."""
     keys = list(spec.grid)
-    short = [k.rsplit(".", 1)[-1] for k in keys]
-    labels = short if len(set(short)) == len(short) else keys
+    labels = _grid_labels(spec)
     variants = list(spec.variants.items()) or [(None, {})]
     points = []
     for variant, settings in variants:

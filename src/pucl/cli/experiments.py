@@ -197,12 +197,15 @@ def bench(
         spec = parse_sweep({**spec.model_dump(), **update}, f"preset {preset}")
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
-    by = ["variant"] if spec.variants else list(spec.grid)
+    by = [*(["variant"] if spec.variants else []), *spec.grid]  # a row per variant and point
     result = _run_sweep(spec, workers, runner, address, by)
     if result["comparison"]:
         import pandas as pd
 
-        table = bench_table(pd.read_csv(result["comparison"]), spec.reference)
+        from pucl.sweep import reference_of
+
+        table = bench_table(pd.read_csv(result["comparison"]), lambda row: reference_of(
+            spec, row.get("variant"), {key: row[key] for key in spec.grid}))
         out.print(_frame_table(table, f"{spec.name}: test accuracy (%), mean +- std over "
                                       f"seeds {', '.join(map(str, spec.seeds))}"))
         out.print(f"comparison: {Path(result['comparison']).parent}")

@@ -178,20 +178,34 @@ def run_cmd(
 @app.command()
 def methods(
     pattern: Annotated[str, typer.Argument(help="names matching this shell pattern")] = "*",
+    settings: Annotated[bool, typer.Option(
+        "--settings", help="also every setting of each method, with its default")] = False,
 ) -> None:
     """List every registered method by kind (prior estimators, losses, ...), with the
-    first line of its description."""
+    params.yaml sub-section its settings go in and the first line of its description."""
     import pucl
+    from pucl.stages.preflight import registry_sections
 
+    sections = registry_sections()
+    shown = 0
     for name in pucl._REGISTRIES:
         registry = getattr(pucl, name)
-        if not registry.names(pattern):
+        entries = [e for e in registry.entries() if e.name in registry.names(pattern)]
+        if not entries:
             continue
         table = Table(title=f"{registry.kind} ({name})")
         table.add_column("name")
-        table.add_column("settings in params.yaml")
+        table.add_column("its settings")
         table.add_column("what it is")
-        for entry in registry.entries():
-            if entry.name in registry.names(pattern):
-                table.add_row(entry.name, entry.params_key or "", entry.summary)
+        for entry in entries:
+            where = f"{sections[registry.kind]}.{entry.params_key}" if entry.params_key else ""
+            table.add_row(entry.name, where, entry.summary)
+            shown += 1
+            if settings and entry.params is not None:
+                defaults = entry.params().model_dump(mode="json")
+                for field, info in entry.params.model_fields.items():
+                    table.add_row("", f"  {where}.{field}: {defaults[field]}",
+                                  info.description or "")
         out.print(table)
+    if not shown:
+        _fail(f"no registered method matches {pattern!r} (`pucl methods` lists them all)")

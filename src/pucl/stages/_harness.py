@@ -23,7 +23,7 @@ from pucl.interrupts import end_on_sigterm, run_status
 from pucl.runtime import configure
 from pucl.stages import NUMPY_ONLY_STAGES, STAGES
 from pucl.stages._context import StageContext
-from pucl.stages.preflight import check_methods
+from pucl.stages.preflight import check_methods, chosen_settings
 
 PARAMS_ENV = "PUCL_PARAMS"
 DEBUG_ENV = "PUCL_DEBUG"
@@ -40,8 +40,10 @@ def pipeline_tags(params: Params, entry: str) -> dict[str, Any]:
 
 
 def all_params(params: Params) -> dict[str, Any]:
-    """Every parameter, flattened (`pretrain.temperature`), for the parent run."""
-    return {k: v for k, v in flatten(params).items() if not k.startswith("paths.")}
+    """Every parameter, flattened (`pretrain.temperature`), with the settings of the
+    methods in use (`prior.heldout.folds`, defaults included), for the parent run."""
+    return {k: v for k, v in {**flatten(params), **chosen_settings(params)}.items()
+            if not k.startswith("paths.")}
 
 
 def parent_rollup(stage: str, metrics: dict) -> dict:
@@ -126,10 +128,12 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
                              parent.run_id if parent else None) as mlrun:
             logged = {"base.seed": params.base.seed, "data.dataset": params.data.dataset,
                       "data.task": params.data.task}
+            methods = chosen_settings(params)
             for section in STAGES[name]:  # a section, sub-section or one value
                 value = functools.reduce(getattr, section.split("."), params)
                 logged.update(flatten(value, section) if hasattr(value, "model_dump")
                               else {section: value})
+                logged.update({k: v for k, v in methods.items() if k.startswith(f"{section}.")})
             mlrun.log_params(logged)
             ctx = StageContext(name, params, root, mlrun, progress)
             metrics = run(ctx)

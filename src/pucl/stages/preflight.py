@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
-from pucl.config import Params
+from pucl.config import Params, flatten
 from pucl.data import check_task, get_task, load_dataset
 from pucl.errors import DataError, ParamsError, unknown_parameter
 from pucl.losses import CONTRASTIVE_LOSSES
@@ -30,6 +31,31 @@ REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
     ("pupl", "method", PSEUDO_LABELLERS, ()),
     ("classifier", "objective", CLASSIFIER_OBJECTIVES, ()),
 )
+
+
+def registry_sections() -> dict[str, str]:
+    """The params section each registry's choices and settings live in, by registry kind
+    (encoders are chosen in pretrain too, and have no settings)."""
+    return {registry.kind: section for section, _, registry, _ in REGISTRY_CHOICES}
+
+
+def chosen_settings(params: Params) -> dict[str, Any]:
+    """Every setting of the methods a run uses, defaults included, flattened
+    (`prior.heldout.folds`): params.yaml names only what differs from a method's defaults,
+    so this is what MLflow records for comparing runs."""
+    flat: dict[str, Any] = {}
+    for section_name, field, registry, sources in REGISTRY_CHOICES:
+        section = getattr(params, section_name)
+        chosen = getattr(section, field)
+        if chosen in sources or chosen not in registry:
+            continue
+        entry = registry.get(chosen)
+        if entry.params is not None:
+            values = entry.settings(section.sub_section(entry.params_key),
+                                    f"{section_name}.{entry.params_key}")
+            flat.update(flatten(values.model_dump(mode="json"),
+                                f"{section_name}.{entry.params_key}"))
+    return flat
 
 
 def check_methods(params: Params) -> None:
