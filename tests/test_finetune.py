@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from pucl.classify.base import LinearHead
 from pucl.classify.finetune import FinetuneSettings, finetune

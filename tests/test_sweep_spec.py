@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pucl.config import apply_overrides, parse_assignments, parse_params
+from pucl.config import parse_assignments, parse_params
 from pucl.errors import ParamsError
 from pucl.reporting import comparison_table, runs_frame, varying_params
+from pucl.settings import apply_overrides
 from pucl.sweep import expand, parse_sweep, variant_overrides
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from pucl.data.augment import unit_scale
 from pucl.data.own import IMAGE_SUFFIXES, _as_images_or_features, _image_files, _read_images
-from pucl.data.registry import unit_scale
 from pucl.data.tracked import read_npz
 from pucl.errors import DataError
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -93,6 +94,12 @@ def to_unit_float(x: torch.Tensor) -> torch.Tensor:
     if x.dtype == torch.uint8:
         return x.to(torch.float32).div_(255.0)
     return x.to(torch.float32)
+
+
+def unit_scale(x: np.ndarray) -> np.ndarray:
+    """uint8 pixels -> float64 in [0, 1]; real-valued features as float64 (the numpy
+    counterpart of to_unit_float, for the prior estimators and model examples)."""
+    return x / 255.0 if x.dtype == np.uint8 else x.astype(np.float64)
 
 
 def normalize(x: torch.Tensor) -> torch.Tensor:

@@ -102,12 +102,6 @@ def check_data_root(name: str, root: str | None) -> None:
                         "paths.data_root)")
 
 
-def unit_scale(x: np.ndarray) -> np.ndarray:
-    """uint8 pixels -> float64 in [0, 1]; real-valued features as float64 (the numpy
-    counterpart of augment.to_unit_float, for KM2 and model examples)."""
-    return x / 255.0 if x.dtype == np.uint8 else x.astype(np.float64)
-
-
 def load_dataset(name: str, **options) -> ImageData:
     if not options.get("download"):
         check_data_root(name, options.get("root"))

@@ -97,7 +97,7 @@ def fingerprint(params: Params, root: Path, data_digest: str | None = None
 def holdout(params: Params, root: Path) -> tuple[np.ndarray, np.ndarray]:
     """Float inputs and binary labels the champion and challenger are both scored on: the
     tracked dataset's frozen holdout, else the dataset's test split (fixed by data.seed)."""
-    from pucl.data.registry import unit_scale
+    from pucl.data.augment import unit_scale
 
     d = params.data
     if d.dataset == "tracked":
@@ -118,7 +118,7 @@ def arrived_prior(params: Params, root: Path, since_batches: int
     dataset's batches added after the first `since_batches`, by `prior.method`'s estimator
     against every labelled positive; prior None when there is nothing new or too little
     for the estimator."""
-    from pucl.data.registry import unit_scale
+    from pucl.data.augment import unit_scale
     from pucl.prior import PRIOR_ESTIMATORS
 
     files = batch_files(root / params.paths.dataset)

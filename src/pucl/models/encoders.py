@@ -150,6 +150,9 @@ class ContrastiveModel(nn.Module):
     def __init__(self, encoder_name: str, in_shape: tuple[int, ...], proj_hidden: int,
                  proj_dim: int):
         super().__init__()
+        # the architecture, so that a like model can be built (recipe.head_start)
+        self.encoder_name, self.in_shape = encoder_name, tuple(in_shape)
+        self.proj_hidden, self.proj_dim = proj_hidden, proj_dim
         self.encoder = make_encoder(encoder_name, in_shape)
         self.head = ProjectionHead(self.encoder.out_dim, proj_hidden, proj_dim)
 

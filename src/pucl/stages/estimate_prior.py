@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import time
 
-from pucl.data.registry import unit_scale
 from pucl.errors import DataError, ParamsError
 from pucl.io import write_json
 from pucl.prior import PRIOR_ESTIMATORS
+from pucl.recipe import Recipe, estimate_prior
 from pucl.stages._context import PRIOR_REPORT, StageContext
 
 NAME = "estimate_prior"
@@ -42,18 +42,12 @@ def run(ctx: StageContext) -> dict:
                             f"data does not have (allowed here: {allowed}, given)")
         used = prior_true
     else:
-        entry = PRIOR_ESTIMATORS.get(p.method)
         x = ctx.data().x_train
-        unlabeled = x[train.loc[train["in_u"], "index"].to_numpy()]
-        positive = x[train.loc[train["pu"] == 1, "index"].to_numpy()]
-        estimator = entry.build(ctx.settings("prior", entry), random_state=ctx.params.base.seed,
-                                progress=ctx.progress)
-        try:
-            estimator.fit(unit_scale(unlabeled), unit_scale(positive))
-        except ValueError as exc:  # too few rows for the estimator, say
-            raise DataError(f"prior estimator {p.method!r}: {exc}") from None
-        report.update(estimator.details_)
-        used = estimator.prior_
+        used, details = estimate_prior(Recipe.of(ctx.params),
+                                       x[train.loc[train["in_u"], "index"].to_numpy()],
+                                       x[train.loc[train["pu"] == 1, "index"].to_numpy()],
+                                       ctx.progress)
+        report.update(details)
     report["prior"] = float(used)
     report["abs_error"] = abs(float(used) - prior_true) if prior_true is not None else None
     # prior.json holds no clock time: every later stage depends on it, and DVC would see

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
-from pucl.config import Params, flatten
+from pucl.config import Params
 from pucl.data import check_task, get_task, load_dataset
 from pucl.errors import DataError, ParamsError, unknown_parameter
 from pucl.losses import CONTRASTIVE_LOSSES
@@ -19,6 +19,7 @@ from pucl.pretraining import PRETRAINING_METHODS
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.pupl import PSEUDO_LABELLERS
 from pucl.registry import Registry
+from pucl.settings import flatten
 from pucl.stages._context import data_path
 
 # The params chosen from a registry: (section, field, registry, choices that are not
@@ -26,7 +27,7 @@ from pucl.stages._context import data_path
 REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
     ("prior", "method", PRIOR_ESTIMATORS, ("given", "oracle")),
     ("pretrain", "method", PRETRAINING_METHODS, ()),
-    ("pretrain", "encoder", ENCODERS, ()),
+    ("pretrain", "encoder", ENCODERS, ("auto",)),
     ("pretrain", "loss", CONTRASTIVE_LOSSES, ()),
     ("pupl", "method", PSEUDO_LABELLERS, ()),
     ("classifier", "objective", CLASSIFIER_OBJECTIVES, ()),
@@ -143,7 +144,10 @@ def check_inputs(params: Params, root: Path) -> None:
         raise ParamsError(f"evaluate.tta = 'hflip' mirrors images, but {params.data.dataset} "
                           f"rows have shape {list(shape)} (allowed for feature rows: none)")
     p = params.pretrain
-    problem = _encoder_fits(p.encoder, shape, p.proj_hidden, p.proj_dim)
+    from pucl.recipe import resolve_encoder
+
+    encoder = resolve_encoder(p.encoder, shape)
+    problem = _encoder_fits(encoder, shape, p.proj_hidden, p.proj_dim)
     if problem:
         raise ParamsError(f"pretrain.encoder = {p.encoder!r} does not fit "
                           f"{params.data.dataset} images of shape {list(shape)} ({problem})")

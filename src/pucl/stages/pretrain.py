@@ -32,30 +32,31 @@ import shutil
 import sys
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-
-import pucl.data.augment as augment_module  # noqa: E402
-from pucl.data.augment import make_augment  # noqa: E402
-from pucl.io import atomic_path, save_figure, write_table, write_torch  # noqa: E402
-from pucl.losses import CONTRASTIVE_LOSSES  # noqa: E402
-from pucl.models import ContrastiveModel  # noqa: E402
-from pucl.pretraining import PRETRAINING_METHODS, PretrainJob  # noqa: E402
-from pucl.pretraining.loop import EpochStats  # noqa: E402
-from pucl.runtime import resolve_device, seeded_generator  # noqa: E402
-from pucl.stages._context import StageContext  # noqa: E402
+import pucl.data.augment as augment_module
+import pucl.recipe as recipe_module
+from pucl.figures import loss_figure
+from pucl.io import atomic_path, save_figure, write_table, write_torch
+from pucl.pretraining.loop import EpochStats
+from pucl.recipe import (
+    Recipe,
+    member_seeds,
+    needs_prior,
+    pretrain,
+    resolve_encoder,
+)
+from pucl.runtime import resolve_device
+from pucl.stages._context import StageContext
 
 NAME = "pretrain"
 
 # Code whose change must invalidate a checkpoint or a cached encoder (it shapes what an
-# epoch computes): these packages whole, and the augmentations.
+# epoch computes): these packages whole, the augmentations and the recipe.
 TRAINING_PACKAGES = ("pucl.pretraining", "pucl.losses", "pucl.models")
-TRAINING_MODULES = (augment_module,)
+TRAINING_MODULES = (augment_module, recipe_module)
 # pretrain params that say which encoders to train, not how one trains: the fingerprint
 # has each member's own seed instead, so a member is the same encoder as the single run
 # with that seed (and shares its cache entry).
@@ -73,35 +74,12 @@ def training_code_files() -> list[Path]:
     return files
 
 
-def method(ctx: StageContext):
-    """The configured pretraining method, built with its settings (pretrain.<method>)."""
-    entry = PRETRAINING_METHODS.get(ctx.params.pretrain.method)
-    return entry.build(ctx.settings("pretrain", entry))
-
-
-def loss_prior(ctx: StageContext, trainer) -> tuple[float | None, str | None]:
+def loss_prior(ctx: StageContext, recipe: Recipe) -> tuple[float | None, str | None]:
     """The class prior for PUNCE / DCL and for SSC's prior-ranked negatives, and where it
     came from (None when the method and loss need none, as NcPU)."""
-    if not trainer.uses_prior(ctx.params.pretrain.loss):
+    if not needs_prior(recipe):
         return None, None
     return ctx.class_prior(ctx.params.pretrain.prior)
-
-
-def build_loss(ctx: StageContext, prior: float | None):
-    """The configured contrastive objective with its settings (pretrain.<loss>, when it
-    has any), the temperature, the non-negative projection and, for PUNCE and DCL, the
-    class prior."""
-    p = ctx.params.pretrain
-    entry = CONTRASTIVE_LOSSES.get(p.loss)
-    return entry.build(ctx.settings("pretrain", entry), temperature=p.temperature,
-                       nonneg=p.nonneg, pi=prior)
-
-
-def member_seeds(params) -> list[int]:
-    """The pretraining seed of each encoder (pretrain.members of them): pretrain.seed
-    (else base.seed), then one more for each further member."""
-    first = params.base.seed if params.pretrain.seed is None else params.pretrain.seed
-    return [first + k for k in range(params.pretrain.members)]
 
 
 def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
@@ -114,6 +92,7 @@ def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
     content = hashlib.sha256(np.ascontiguousarray(images.numpy()).data).hexdigest()
     pretrain = {k: v for k, v in p.pretrain.model_dump().items()
                 if k not in MEMBER_PARAMS}
+    pretrain["encoder"] = resolve_encoder(p.pretrain.encoder, images.shape[1:])  # auto too
     key = {"pretrain": pretrain, "seed": p.base.seed, "data": p.data.model_dump(),
            "manifest": hashlib.sha256(
                pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
@@ -201,46 +180,34 @@ def store_in_cache(ctx: StageContext, entry: Path | None) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def build_model(ctx: StageContext, in_shape) -> ContrastiveModel:
-    p = ctx.params.pretrain
-    return ContrastiveModel(p.encoder, tuple(in_shape), p.proj_hidden, p.proj_dim)
-
-
-def train_and_save(ctx: StageContext, trainer, model, loss_fn, augment, images, is_labeled,
-                   checkpoint: Path, fp: str, image_shape, prior: float | None, seed: int,
-                   suffix: str = "") -> pd.DataFrame:
-    p = ctx.params.pretrain
-
+def train_and_save(ctx: StageContext, recipe: Recipe, images, is_labeled, checkpoint: Path,
+                   fp: str, prior: float | None, seed: int, suffix: str = "") -> pd.DataFrame:
     def on_epoch(stats: EpochStats, state: dict) -> None:
         write_torch(checkpoint, {**state, "fingerprint": fp})
         ctx.run.log_metrics({f"loss{suffix}": stats.loss, f"lr{suffix}": stats.lr,
                              f"images_per_s{suffix}": stats.images_per_s}, step=stats.epoch)
 
-    job = PretrainJob(model, loss_fn, images, is_labeled, augment, p.epochs, p.batch_size,
-                      p.lr, p.weight_decay, p.proj_dim, p.proj_hidden, prior,
-                      seeded_generator(seed), resolve_device(ctx.params.base.device),
-                      resume=load_resume_state(checkpoint, fp), on_epoch=on_epoch,
-                      progress=ctx.progress)
-    result = trainer.train(job)
+    model, result = pretrain(recipe, images, is_labeled, prior, seed,
+                             resolve_device(ctx.params.base.device), ctx.progress,
+                             load_resume_state(checkpoint, fp), on_epoch)
+    p = recipe.pretrain
     write_torch(ctx.path("pretrain", "model.pt"), {
-        "state_dict": model.cpu().state_dict(), "encoder": p.encoder,
-        "in_shape": list(image_shape), "proj_hidden": p.proj_hidden, "proj_dim": p.proj_dim,
+        "state_dict": model.state_dict(), "encoder": model.encoder_name,
+        "in_shape": list(model.in_shape), "proj_hidden": p.proj_hidden, "proj_dim": p.proj_dim,
         "loss": p.loss, "method": p.method, "classifier": result.classifier, "seed": seed})
     frame = pd.DataFrame([h.to_dict() for h in result.history])
     write_history(ctx, frame)
     return frame
 
 
-def pretrain_member(ctx: StageContext, k: int, seed: int, last: bool, trainer, loss_fn,
-                    augment, images, is_labeled, image_shape, prior: float | None,
-                    train: pd.DataFrame) -> tuple[dict, pd.DataFrame, Path | None]:
+def pretrain_member(ctx: StageContext, recipe: Recipe, k: int, seed: int, last: bool,
+                    images, is_labeled, prior: float | None, train: pd.DataFrame
+                    ) -> tuple[dict, pd.DataFrame, Path | None]:
     """Encoder k, pretrained with `seed` (or restored from paths.pretrain_cache): its
     saved model, its per-epoch history, and the cache entry it was restored from. Its
     MLflow curves are `loss`, `lr`, `images_per_s` for the first, `loss_member{k}`, ...
     for the others."""
     suffix = f"_member{k}" if k else ""
-    torch.manual_seed(seed)  # weights initialise identically on every run
-    model = build_model(ctx, image_shape)
     fp = fingerprint(ctx, train, prior, images, seed)
     entry = cache_entry(ctx, fp)
     if restore_from_cache(ctx, entry, checkpoint=last):
@@ -253,9 +220,8 @@ def pretrain_member(ctx: StageContext, k: int, seed: int, last: bool, trainer, l
                                 step=int(row.epoch))
         reused = entry
     else:
-        frame = train_and_save(ctx, trainer, model, loss_fn, augment, images, is_labeled,
-                               ctx.path("pretrain", "checkpoint.pt"), fp, image_shape, prior,
-                               seed, suffix)
+        frame = train_and_save(ctx, recipe, images, is_labeled,
+                               ctx.path("pretrain", "checkpoint.pt"), fp, prior, seed, suffix)
         store_in_cache(ctx, entry)
         reused = None
     saved = torch.load(ctx.path("pretrain", "model.pt"), map_location="cpu", weights_only=False)
@@ -269,19 +235,16 @@ def run(ctx: StageContext) -> dict:
     data = ctx.data()
     images = torch.from_numpy(data.x_train[train["index"].to_numpy()])
     is_labeled = torch.from_numpy(train["pu"].to_numpy() == 1)
-    trainer = method(ctx)
-    prior_used, prior_source = loss_prior(ctx, trainer)
-    loss_fn = build_loss(ctx, prior_used)
-    augment = make_augment(p.augment, data.is_tabular)
-    seeds = member_seeds(ctx.params)
+    recipe = Recipe.of(ctx.params)
+    prior_used, prior_source = loss_prior(ctx, recipe)
+    seeds = member_seeds(recipe)
     members, frames, reused = [], [], []
     for k, seed in enumerate(seeds):
         if len(seeds) > 1:
             print(f"pucl pretrain: encoder {k + 1} of {len(seeds)} (seed {seed})",
                   file=sys.stderr)
-        saved, frame, entry = pretrain_member(ctx, k, seed, k == len(seeds) - 1, trainer,
-                                              loss_fn, augment, images, is_labeled,
-                                              data.image_shape, prior_used, train)
+        saved, frame, entry = pretrain_member(ctx, recipe, k, seed, k == len(seeds) - 1,
+                                              images, is_labeled, prior_used, train)
         members.append(saved)
         frames.append(frame.assign(member=k) if len(seeds) > 1 else frame)
         reused.append(entry)
@@ -291,17 +254,7 @@ def run(ctx: StageContext) -> dict:
         write_history(ctx, pd.concat(frames, ignore_index=True))
     if any(entry is not None for entry in reused):
         ctx.run.set_tags({"pretrain_reused": ", ".join(str(e) for e in reused if e)})
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    for k, frame in enumerate(frames):
-        ax.plot(frame["epoch"], frame["loss"], marker=".",
-                label=f"seed {seeds[k]}" if len(seeds) > 1 else None)
-    what = {"ncpu": "NcPU loss (eq. 14)", "ssc": "SSC loss (eq. 8)"}.get(p.method,
-                                                                         f"{p.loss} loss")
-    ax.set(xlabel="epoch", ylabel=what, title=f"{p.method} pretraining")
-    if len(seeds) > 1:
-        ax.legend(title="encoder")
-    ax.grid(alpha=0.3)
-    save_figure(ctx.path("pretrain", "loss.png"), fig)
+    save_figure(ctx.path("pretrain", "loss.png"), loss_figure(frames, seeds, p.method, p.loss))
     for name in ("history.csv", "loss.png", "model.pt"):
         ctx.run.log_artifact(ctx.path("pretrain", name))
     if prior_source is not None:

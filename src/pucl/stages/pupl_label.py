@@ -22,9 +22,8 @@ import numpy as np
 import pandas as pd
 
 from pucl.artifacts import load_model
-from pucl.features import embed
 from pucl.io import write_json, write_table
-from pucl.pupl import PSEUDO_LABELLERS
+from pucl.recipe import Recipe, fit_pseudo_labels, pupl_features
 from pucl.runtime import resolve_device
 from pucl.stages._context import StageContext
 from pucl.validation import suites
@@ -39,17 +38,13 @@ def run(ctx: StageContext) -> dict:
     data = ctx.data()
     model = load_model(ctx.path("pretrain", "model.pt"))
     device = resolve_device(ctx.params.base.device)
-    # the projector's normalised outputs: the geometry the contrastive loss shaped
-    z = embed(model, data.x_train[train["index"].to_numpy()], "projector", device)
+    z = pupl_features(model, data.x_train[train["index"].to_numpy()], device)
     ctx.validate(lambda: suites.features(z, model.head.net[-1].out_features,
                                          ctx.params.validation.feature_variance_floor))
     labeled = train["pu"].to_numpy() == 1
     in_u = train["in_u"].to_numpy()
-    entry = PSEUDO_LABELLERS.get(p.method)
     prior = ctx.class_prior("estimate")[0]
-    labeller = entry.build(ctx.settings("pupl", entry), prior=prior,
-                           random_state=ctx.params.base.seed)
-    labeller.fit(z, labeled.astype(np.int64), in_u)
+    labeller = fit_pseudo_labels(Recipe.of(ctx.params), z, labeled, in_u, prior)
     result, fallback, degenerate = labeller.result_, labeller.fallback_, labeller.degenerate_
     prior_used = prior if result.method == "prior_rank" else None
     if fallback:

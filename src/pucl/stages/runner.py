@@ -17,8 +17,9 @@ from typing import Any
 
 import yaml
 
-from pucl.config import Params, apply_overrides, parse_params, read_yaml_mapping
+from pucl.config import Params, parse_params, read_yaml_mapping
 from pucl.io import atomic_path
+from pucl.settings import apply_overrides
 from pucl.stages import STAGES
 
 

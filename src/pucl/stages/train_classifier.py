@@ -21,26 +21,17 @@ import sys
 
 import numpy as np
 import pandas as pd
-import torch
 
-from pucl.artifacts import load_method_heads, load_model, load_models
-from pucl.classify.fit import ClassifierSettings, degenerate, fit_member
+from pucl.artifacts import load_method_heads, load_models
+from pucl.classify.fit import degenerate
 from pucl.classify.heads import describe
-from pucl.classify.linear import LinearSettings
-from pucl.classify.objectives import CLASSIFIER_OBJECTIVES, TrainingRows
-from pucl.data.augment import make_augment
-from pucl.errors import ParamsError
+from pucl.classify.objectives import TrainingRows
 from pucl.io import read_table, write_json, write_table, write_torch
-from pucl.runtime import resolve_device, seeded_generator
+from pucl.recipe import Recipe, classifier_objective, fit_classifiers
+from pucl.runtime import resolve_device
 from pucl.stages._context import LABEL_COLUMNS, StageContext
 
 NAME = "train_classifier"
-
-
-def settings(p) -> ClassifierSettings:
-    """params.yaml's classifier section as the recipe's settings."""
-    return ClassifierSettings(LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size),
-                              p.features, p.finetune_epochs, p.finetune_lr, p.neighbours)
 
 
 def training_rows(ctx: StageContext, objective) -> TrainingRows:
@@ -56,34 +47,19 @@ def training_rows(ctx: StageContext, objective) -> TrainingRows:
 
 def run(ctx: StageContext) -> dict:
     p = ctx.params.classifier
-    entry = CLASSIFIER_OBJECTIVES.get(p.objective)
-    objective = entry.build(ctx.settings("classifier", entry))
+    recipe = Recipe.of(ctx.params)
+    objective = classifier_objective(recipe)
     prior, source = ctx.class_prior(p.prior) if objective.needs_prior else (None, None)
-    targets = objective.targets(training_rows(ctx, objective), prior)
-    if p.neighbours > len(targets.rows):  # checked before any training
-        raise ParamsError(f"classifier.neighbours = {p.neighbours} exceeds the "
-                          f"{len(targets.rows)} training rows (allowed: 0 to "
-                          f"{len(targets.rows)})")
-    data = ctx.data()
-    images = data.x_train[targets.rows]
     pretrained = ctx.path("pretrain", "model.pt")
-    # Every member's head starts from the global random state a one-encoder run has (the
-    # harness's seed, advanced by building one model): member k trains as the single run
-    # whose encoder was pretrained with member k's seed.
-    models = [load_model(pretrained)]
-    start = torch.get_rng_state()
-    models += load_models(pretrained, start=1)
-    augment = make_augment(ctx.params.pretrain.augment, data.is_tabular)
-    members = []
-    for k, (model, method_head) in enumerate(zip(models, load_method_heads(pretrained),
-                                                 strict=True)):
-        if len(models) > 1:
-            print(f"pucl train_classifier: member {k + 1} of {len(models)}", file=sys.stderr)
-        torch.set_rng_state(start)
-        members.append(fit_member(objective, model, images, targets, settings(p), augment,
-                                  seeded_generator(ctx.params.base.seed),
-                                  resolve_device(ctx.params.base.device), ctx.progress,
-                                  method_head))
+
+    def announce(k: int, n: int) -> None:
+        if n > 1:
+            print(f"pucl train_classifier: member {k + 1} of {n}", file=sys.stderr)
+
+    targets, members = fit_classifiers(
+        recipe, load_models(pretrained), ctx.data().x_train, training_rows(ctx, objective),
+        prior, resolve_device(ctx.params.base.device), load_method_heads(pretrained),
+        ctx.progress, announce)
     scores = np.mean([m.head.positive_score(m.features) for m in members], axis=0)
     summary = {"objective": p.objective, "prior": prior, "prior_source": source,
                "finetune_epochs": p.finetune_epochs, "features": p.features,

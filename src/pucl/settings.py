@@ -1,0 +1,217 @@
+"""The method's typed settings: one pydantic model per params.yaml section of the method
+(prior, pretrain with its augmentations, pupl, classifier, evaluate), each field with its
+default. This is the one home of those defaults: `pucl.config` composes them with the
+pipeline's own sections (paths, data, tracking, ...) into `Params`, params.yaml spells
+them out (a test checks), and the scikit-learn estimator takes its defaults from here.
+
+Pure: pydantic only, no files, so the core and the estimator can import it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pucl.errors import ParamsError, unknown_parameter
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _MethodSection(_Section):
+    """A section whose method is looked up in a registry. Besides its own fields it holds
+    one sub-section per method with that method's settings (`prior.km`, ...); those are
+    checked against the registry before anything runs (`pucl.stages.preflight`), not
+    here, so that reading params never imports method code."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    @model_validator(mode="after")
+    def _extras_are_sub_sections(self) -> _MethodSection:
+        for key, value in (self.model_extra or {}).items():
+            if not isinstance(value, dict):  # a misspelt field, not a method's settings
+                raise ValueError(unknown_parameter(key, type(self).model_fields,
+                                                   ", or a method's settings as a sub-section"))
+        return self
+
+    def sub_section(self, key: str | None) -> dict[str, Any]:
+        value = (self.model_extra or {}).get(key) if key else None
+        return value if isinstance(value, dict) else {}
+
+
+class PriorParams(_MethodSection):
+    # an estimator of pucl.prior.PRIOR_ESTIMATORS (tedn, km2, ...) or a source: given
+    # (prior.value) or oracle (the true prior of U, benchmarks only)
+    method: str = "tedn"
+    value: float | None = Field(None, gt=0.0, lt=1.0, description="the prior, for method=given")
+
+    @model_validator(mode="after")
+    def _given_needs_value(self) -> PriorParams:
+        if self.method == "given" and self.value is None:
+            raise ValueError("prior.method 'given' needs prior.value, a number in (0, 1)")
+        return self
+
+
+class AugmentParams(_Section):
+    degrees: float = Field(10.0, ge=0.0, le=180.0)
+    translate: float = Field(0.1, ge=0.0, le=0.5)
+    scale_min: float = Field(0.9, gt=0.0)
+    scale_max: float = Field(1.1, gt=0.0)
+    brightness: float = Field(0.2, ge=0.0, le=1.0)
+    contrast: float = Field(0.2, ge=0.0, le=1.0)
+    hflip: float = Field(0.0, ge=0.0, le=1.0, description="probability of a horizontal mirror")
+    # Tabular features (float [n, d] data, MLP encoder) get these instead of the above.
+    feature_noise: float = Field(0.1, ge=0.0, description="Gaussian noise, in feature stds")
+    feature_drop: float = Field(0.1, ge=0.0, lt=1.0,
+                                description="probability of masking a feature to its mean")
+
+
+class PretrainParams(_MethodSection):
+    # a method of pucl.pretraining.PRETRAINING_METHODS: contrastive (the loss below, then
+    # PUPL + a head downstream); ncpu (paper 001: encoder and classifier trained together,
+    # no prior needed; settings in pretrain.ncpu); ssc (paper 003: prototype self-training,
+    # its prototypes are the classifier; settings in pretrain.ssc)
+    method: str = "contrastive"
+    # an encoder of pucl.models.ENCODERS (`pucl methods` lists them), or auto: mlp for
+    # feature rows, lenet5 for 28 x 28 images, cnn7 for other images (pucl.recipe)
+    encoder: str = "auto"
+    # a loss of pucl.losses.CONTRASTIVE_LOSSES (sscl, scl_pu, mcl, pucl, punce, dcl, ...)
+    loss: str = "pucl"
+    temperature: float = Field(0.5, gt=0.0)
+    mcl_lambda: float = Field(0.5, ge=0.0, le=1.0, description="MCL mixing weight")
+    # PUNCE / DCL: the estimate_prior stage's value, the true prior of U (benchmarks
+    # only, tagged as oracle), or a number in [0, 1).
+    prior: Literal["estimate", "oracle"] | float = "estimate"
+    balance_alpha: float = Field(2.0, gt=0.0, description="balanced loss: alpha")
+    balance_lambda: float = Field(1.0, gt=0.0, description="balanced loss: lambda")
+    nonneg: Literal["none", "relu", "rep_relu"] = "none"
+    epochs: int = Field(50, ge=1)
+    batch_size: int = Field(512, ge=2)
+    lr: float = Field(2e-3, gt=0.0)
+    weight_decay: float = Field(1e-5, ge=0.0)
+    proj_dim: int = Field(128, ge=2)
+    proj_hidden: int = Field(256, ge=2)
+    augment: AugmentParams = AugmentParams()
+    # Pretraining's own seed (weight init, batches, augmentations); null: base.seed. The
+    # split, PUPL and the classifier keep base.seed, so this varies the encoder alone.
+    seed: int | None = Field(None, ge=0, description="seed of pretraining (null: base.seed)")
+    # Encoders pretrained on the same split with seeds seed, seed + 1, ...: the classifier
+    # fine-tunes a head on each and averages their scores; PUPL and the diagnostics read
+    # the first. 1: a single encoder.
+    members: int = Field(1, ge=1, le=16, description="encoders averaged by the classifier")
+
+
+    @field_validator("prior")
+    @classmethod
+    def _prior_range(cls, v):
+        if isinstance(v, float) and not 0.0 <= v < 1.0:
+            raise ValueError(f"must be 'estimate', 'oracle' or a number in [0, 1), got {v}")
+        return v
+
+
+class PuplParams(_MethodSection):
+    # a labeller of pucl.pupl.PSEUDO_LABELLERS: auto (the paper's pu_kmeans, unless its
+    # share of positives in U is further than kmeans.prior_tolerance from the prior
+    # estimate; then prior_rank, and the run says so), pu_kmeans or prior_rank
+    method: str = "auto"
+
+
+class ClassifierParams(_MethodSection):
+    # an objective of pucl.classify.objectives.CLASSIFIER_OBJECTIVES: pupl_ce (cross-entropy
+    # on the PUPL pseudo-labels, the paper's method); nnpu / upu (the PU risks, eq. 15 / 14,
+    # on labelled P vs U; nnpu's settings in classifier.nnpu); naive_ce (U as negative);
+    # method_head (the classifier a whole training method learned: pretrain.method ncpu, ssc)
+    objective: str = "pupl_ce"
+    # nnpu / upu: the estimate_prior stage's value, the true prior of U (oracle,
+    # benchmarks only), or a number in (0, 1).
+    prior: Literal["estimate", "oracle"] | float = "estimate"
+    epochs: int = Field(100, ge=1)
+    lr: float = Field(1e-2, gt=0.0)
+    weight_decay: float = Field(1e-4, ge=0.0)
+    batch_size: int = Field(256, ge=1)
+    # What the head reads: the encoder's output, or its convolutional trunk (LeNet-5's
+    # 256-d features before its fully connected layers; other encoders have none).
+    features: Literal["encoder", "trunk"] = "encoder"
+    # Fine-tune the whole network after the head: 0 keeps the encoder frozen.
+    finetune_epochs: int = Field(0, ge=0, description="epochs of end-to-end fine-tuning")
+    finetune_lr: float = Field(5e-4, gt=0.0, description="fine-tuning learning rate")
+    # Neighbour smoothing (pucl.classify.neighbours): a row's score becomes the mean of its
+    # own and its k nearest training rows' scores. 0 keeps the head's own score.
+    neighbours: int = Field(0, ge=0, description="k nearest training rows whose scores "
+                            "each score is averaged with (0: off)")
+
+    @field_validator("prior")
+    @classmethod
+    def _prior_range(cls, v):
+        if isinstance(v, float) and not 0.0 < v < 1.0:
+            raise ValueError(f"must be 'estimate', 'oracle' or a number in (0, 1), got {v}")
+        return v
+
+
+class EvaluateParams(_Section):
+    # Test-time views (pucl.classify.deployable): hflip scores each image and its mirror
+    # image and averages the two; the logged classifier does the same. Images only.
+    tta: Literal["none", "hflip"] = Field("none", description="views averaged per test row")
+    # ... and tta_shift > 0 also its 8 translations by that many pixels (of each view)
+    tta_shift: int = Field(1, ge=0, le=4, description="pixels of the translated test views "
+                           "(0: off)")
+    knn_k: int = Field(20, ge=1)
+    knn_inputs: bool = Field(True, description="also run the kNN probe on the flattened "
+                             "inputs (knn_accuracy_inputs), the baseline for knn_accuracy")
+    embedding: Literal["tsne", "pca"] = "tsne"
+    embedding_points: int = Field(1000, ge=10)
+    prototype_views: int = Field(4, ge=0, description="augmented views per test sample for "
+                                 "the prototype-bias diagnostic (0: off)")
+
+
+
+def check_method_head(pretrain: PretrainParams, classifier: ClassifierParams) -> None:
+    """The rule across sections for `classifier.objective: method_head` (ValueError)."""
+    if classifier.objective != "method_head":
+        return
+    if pretrain.method == "contrastive":
+        raise ValueError("classifier.objective 'method_head' needs pretrain.method ncpu or "
+                         "ssc (contrastive pretraining learns no classifier; allowed "
+                         "objectives: pupl_ce, nnpu, upu, naive_ce)")
+    if classifier.finetune_epochs:
+        raise ValueError("classifier.finetune_epochs must be 0 with objective 'method_head' "
+                         "(the method already trained end to end)")
+    if classifier.features != "encoder":
+        raise ValueError("classifier.features must be 'encoder' with objective "
+                         f"'method_head' (the method's classifier reads the encoder's "
+                         f"output), got {classifier.features!r}")
+
+
+def apply_overrides(raw: dict[str, Any] | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `raw` with dotted keys set ({'pretrain.augment.degrees': 5}); the result
+    still goes through `parse_params`, which rejects unknown names."""
+    out = copy.deepcopy(raw or {})
+    for key, value in overrides.items():
+        parts = key.split(".")
+        if any(not part for part in parts):
+            raise ParamsError(f"invalid parameter name {key!r} (expected section.name)")
+        node = out
+        for depth, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ParamsError(f"cannot set '{key}': '{'.'.join(parts[:depth + 1])}' "
+                                  "is a value, not a section")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def flatten(section: BaseModel | dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'augment': {'degrees': 10}} -> {'prefix.augment.degrees': 10} (MLflow params)."""
+    data = section.model_dump() if isinstance(section, BaseModel) else section
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            flat.update(flatten(value, name))
+        else:
+            flat[name] = value
+    return flat
