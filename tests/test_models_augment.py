@@ -139,8 +139,8 @@ def test_mlp_standardises_tabular_features_of_any_scale():
 
 
 def test_make_augment_picks_by_input_kind():
-    from pucl.settings import AugmentParams
     from pucl.data.augment import FeatureNoise, make_augment
+    from pucl.settings import AugmentParams
 
     params = AugmentParams(degrees=0.0, hflip=0.5, feature_noise=0.2, feature_drop=0.0)
     assert make_augment(params, tabular=True) == FeatureNoise(0.2, 0.0)

@@ -21,20 +21,16 @@ from pydantic import (
 
 from pucl.errors import ParamsError, unknown_parameter
 from pucl.settings import (
+    BaseParams,
     ClassifierParams,
     EvaluateParams,
     PretrainParams,
     PriorParams,
     PuplParams,
+    SplitParams,
     _Section,
     check_method_head,
 )
-
-
-class BaseParams(_Section):
-    seed: int = Field(0, ge=0, description="seed of every random choice of the method")
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: int = Field(2, ge=1, description="torch intra-op threads")
 
 
 class PathsParams(_Section):
@@ -71,12 +67,6 @@ class DataParams(_Section):
     path: str | None = Field(None, description="npz file or image folder (datasets npz, "
                              "folder), relative to the project root in params.yaml and "
                              "to the current directory in --set")
-
-
-class SplitParams(_Section):
-    n_p: int = Field(1000, ge=1, description="number of labelled positives")
-    scenario: Literal["case_control", "single_dataset"] = "case_control"
-    prior: float | None = Field(None, gt=0.0, lt=1.0, description="subsample U to this prior")
 
 
 class ValidationParams(_Section):

@@ -1,8 +1,9 @@
 """Errors a user can cause. The CLI and stages print them as one line and exit 2."""
 
 
-class PuclError(Exception):
-    """A problem with the user's input (params, data, files): exit code 2."""
+class PuclError(ValueError):
+    """A problem with the user's input (params, data, files): exit code 2. A ValueError,
+    as scikit-learn's conventions want of a bad parameter or bad data."""
 
     exit_code = 2
 

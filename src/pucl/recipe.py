@@ -26,20 +26,21 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ValidationError
 from torch import nn
 
 from pucl.classify.fit import ClassifierSettings, Member, fit_member
 from pucl.classify.linear import LinearSettings
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES, Targets, TrainingRows
 from pucl.data.augment import make_augment, unit_scale
-from pucl.errors import DataError, ParamsError
+from pucl.errors import DataError, ParamsError, unknown_parameter
 from pucl.features import embed, encoder_part, scoring_views
 from pucl.losses import CONTRASTIVE_LOSSES
-from pucl.models import ContrastiveModel
+from pucl.models import ENCODERS, ContrastiveModel
 from pucl.pretraining import PRETRAINING_METHODS, PretrainJob, PretrainResult
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.pupl import PSEUDO_LABELLERS
-from pucl.registry import Entry
+from pucl.registry import Entry, Registry
 from pucl.runtime import seeded_generator
 from pucl.settings import (
     ClassifierParams,
@@ -48,7 +49,9 @@ from pucl.settings import (
     PriorParams,
     PuplParams,
     _MethodSection,
+    apply_overrides,
     check_method_head,
+    flatten,
 )
 
 
@@ -73,6 +76,44 @@ class Recipe:
         return cls(params.prior, params.pretrain, params.pupl, params.classifier,
                    params.evaluate, params.base.seed)
 
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], seed: int = 0) -> Recipe:
+        """A recipe from dotted settings over the defaults ({"pretrain.epochs": 20,
+        "prior.heldout.folds": 5}), checked as params.yaml is: one-line ParamsError."""
+        raw = apply_overrides({}, settings)
+        unknown = sorted(set(raw) - set(SECTIONS))
+        if unknown:
+            raise ParamsError(unknown_parameter(unknown[0], SECTIONS))
+        sections = {name: _validated(model, raw.get(name) or {}, name)
+                    for name, model in SECTIONS.items()}
+        try:
+            recipe = cls(**sections, seed=seed)
+        except ValueError as exc:  # a rule across sections
+            raise ParamsError(str(exc)) from None
+        check_methods(recipe)
+        return recipe
+
+
+def _validated(model: type[BaseModel], raw: Any, name: str) -> BaseModel:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in (name, *error["loc"]))
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            raise ParamsError(unknown_parameter(key, model.model_fields)) from None
+        if message.startswith("unknown parameter '"):  # a misspelt field of a method section
+            raise ParamsError(message.replace("unknown parameter '", f"unknown parameter "
+                                              f"'{key}.", 1)) from None
+        raise ParamsError(f"invalid setting '{key}' = {error.get('input')!r}: "
+                          f"{message}") from None
+
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    "prior": PriorParams, "pretrain": PretrainParams, "pupl": PuplParams,
+    "classifier": ClassifierParams, "evaluate": EvaluateParams}
+
 
 def entry_settings(section: _MethodSection, name: str, entry: Entry) -> Any:
     """A registry entry's settings from its sub-section of `section` (named `name`)."""
@@ -84,6 +125,71 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+
+
+# -- settings --------------------------------------------------------------------------
+
+# The params chosen from a registry: (section, field, registry, choices that are not
+# registry entries). A section's sub-sections hold its registries' entries' settings.
+REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
+    ("prior", "method", PRIOR_ESTIMATORS, ("given", "oracle")),
+    ("pretrain", "method", PRETRAINING_METHODS, ()),
+    ("pretrain", "encoder", ENCODERS, ("auto",)),
+    ("pretrain", "loss", CONTRASTIVE_LOSSES, ()),
+    ("pupl", "method", PSEUDO_LABELLERS, ()),
+    ("classifier", "objective", CLASSIFIER_OBJECTIVES, ()),
+)
+
+
+def registry_sections() -> dict[str, str]:
+    """The params section each registry's choices and settings live in, by registry kind
+    (encoders are chosen in pretrain too, and have no settings)."""
+    return {registry.kind: section for section, _, registry, _ in REGISTRY_CHOICES}
+
+
+def chosen_settings(params) -> dict[str, Any]:
+    """Every setting of the methods a run uses, defaults included, flattened
+    (`prior.heldout.folds`): params.yaml names only what differs from a method's defaults,
+    so this is what MLflow records for comparing runs."""
+    flat: dict[str, Any] = {}
+    for section_name, key, registry, sources in REGISTRY_CHOICES:
+        section = getattr(params, section_name)
+        chosen = getattr(section, key)
+        if chosen in sources or chosen not in registry:
+            continue
+        entry = registry.get(chosen)
+        if entry.params is not None:
+            values = entry.settings(section.sub_section(entry.params_key),
+                                    f"{section_name}.{entry.params_key}")
+            flat.update(flatten(values.model_dump(mode="json"),
+                                f"{section_name}.{entry.params_key}"))
+    return flat
+
+
+def check_methods(params) -> None:
+    """Each registry-backed choice names a registered method, and every sub-section holds
+    valid settings of a method of that section (typos in unused ones included)."""
+    for section_name, key, registry, sources in REGISTRY_CHOICES:
+        chosen = getattr(getattr(params, section_name), key)
+        if chosen not in sources and chosen not in registry:
+            try:
+                registry.get(chosen)
+            except ParamsError as exc:  # name the parameter, then what exists
+                raise ParamsError(f"invalid parameter '{section_name}.{key}' = {chosen!r}: "
+                                  f"{exc}") from None
+    for section_name in dict.fromkeys(s for s, *_ in REGISTRY_CHOICES):
+        section = getattr(params, section_name)
+        keys = {e.params_key: e for name, _, registry, _ in REGISTRY_CHOICES
+                if name == section_name for e in registry.entries() if e.params_key}
+        for key, value in (section.model_extra or {}).items():
+            where = f"{section_name}.{key}"
+            if key not in keys:
+                raise ParamsError(unknown_parameter(
+                    where, [*type(section).model_fields, *sorted(keys)]))
+            if not isinstance(value, dict):
+                raise ParamsError(f"invalid parameter '{where}' = {value!r}: the settings of "
+                                  f"{keys[key].name!r} must be a mapping")
+            keys[key].settings(value, where)
 
 
 # -- the class prior ---------------------------------------------------------------------

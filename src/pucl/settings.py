@@ -21,6 +21,18 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class BaseParams(_Section):
+    seed: int = Field(0, ge=0, description="seed of every random choice of the method")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int = Field(2, ge=1, description="torch intra-op threads")
+
+
+class SplitParams(_Section):
+    n_p: int = Field(1000, ge=1, description="number of labelled positives")
+    scenario: Literal["case_control", "single_dataset"] = "case_control"
+    prior: float | None = Field(None, gt=0.0, lt=1.0, description="subsample U to this prior")
+
+
 class _MethodSection(_Section):
     """A section whose method is looked up in a registry. Besides its own fields it holds
     one sub-section per method with that method's settings (`prior.km`, ...); those are
@@ -81,12 +93,9 @@ class PretrainParams(_MethodSection):
     # a loss of pucl.losses.CONTRASTIVE_LOSSES (sscl, scl_pu, mcl, pucl, punce, dcl, ...)
     loss: str = "pucl"
     temperature: float = Field(0.5, gt=0.0)
-    mcl_lambda: float = Field(0.5, ge=0.0, le=1.0, description="MCL mixing weight")
     # PUNCE / DCL: the estimate_prior stage's value, the true prior of U (benchmarks
     # only, tagged as oracle), or a number in [0, 1).
     prior: Literal["estimate", "oracle"] | float = "estimate"
-    balance_alpha: float = Field(2.0, gt=0.0, description="balanced loss: alpha")
-    balance_lambda: float = Field(1.0, gt=0.0, description="balanced loss: lambda")
     nonneg: Literal["none", "relu", "rep_relu"] = "none"
     epochs: int = Field(50, ge=1)
     batch_size: int = Field(512, ge=2)

@@ -171,7 +171,8 @@ def bench(
 ) -> None:
     """Run a paper protocol (a preset) over its seeds through the sweep flow and print
     test accuracy as mean +- std per variant beside the paper's number (Table 3 style).
-    --set adds to the preset's `set`: every point gets it, unless its variant sets it.
+    --set adds to the preset's `set`: every point gets it, unless its variant sets it; a
+    grid key (split.n_p, say) set this way runs that value only.
     Without PRESET: list the presets."""
     from pucl.reporting import bench_table
 
@@ -185,7 +186,10 @@ def bench(
         if set_:
             from pucl.config import anchor_paths, parse_assignments
 
-            update["set"] = {**spec.set, **anchor_paths(parse_assignments(set_), Path.cwd())}
+            given = anchor_paths(parse_assignments(set_), Path.cwd())
+            update["set"] = {**spec.set, **given}
+            # a grid key set on the command line runs that value only
+            update["grid"] = {k: [given[k]] if k in given else v for k, v in spec.grid.items()}
         if seeds:
             update["seeds"] = _ints(seeds)
         if variants:

@@ -5,84 +5,14 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
 from pucl.config import Params
 from pucl.data import check_task, get_task, load_dataset
-from pucl.errors import DataError, ParamsError, unknown_parameter
-from pucl.losses import CONTRASTIVE_LOSSES
-from pucl.models import ENCODERS
-from pucl.pretraining import PRETRAINING_METHODS
-from pucl.prior import PRIOR_ESTIMATORS
-from pucl.pupl import PSEUDO_LABELLERS
-from pucl.registry import Registry
-from pucl.settings import flatten
+from pucl.errors import DataError, ParamsError
+from pucl.recipe import check_methods, resolve_encoder
 from pucl.stages._context import data_path
-
-# The params chosen from a registry: (section, field, registry, choices that are not
-# registry entries). A section's sub-sections hold its registries' entries' settings.
-REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
-    ("prior", "method", PRIOR_ESTIMATORS, ("given", "oracle")),
-    ("pretrain", "method", PRETRAINING_METHODS, ()),
-    ("pretrain", "encoder", ENCODERS, ("auto",)),
-    ("pretrain", "loss", CONTRASTIVE_LOSSES, ()),
-    ("pupl", "method", PSEUDO_LABELLERS, ()),
-    ("classifier", "objective", CLASSIFIER_OBJECTIVES, ()),
-)
-
-
-def registry_sections() -> dict[str, str]:
-    """The params section each registry's choices and settings live in, by registry kind
-    (encoders are chosen in pretrain too, and have no settings)."""
-    return {registry.kind: section for section, _, registry, _ in REGISTRY_CHOICES}
-
-
-def chosen_settings(params: Params) -> dict[str, Any]:
-    """Every setting of the methods a run uses, defaults included, flattened
-    (`prior.heldout.folds`): params.yaml names only what differs from a method's defaults,
-    so this is what MLflow records for comparing runs."""
-    flat: dict[str, Any] = {}
-    for section_name, field, registry, sources in REGISTRY_CHOICES:
-        section = getattr(params, section_name)
-        chosen = getattr(section, field)
-        if chosen in sources or chosen not in registry:
-            continue
-        entry = registry.get(chosen)
-        if entry.params is not None:
-            values = entry.settings(section.sub_section(entry.params_key),
-                                    f"{section_name}.{entry.params_key}")
-            flat.update(flatten(values.model_dump(mode="json"),
-                                f"{section_name}.{entry.params_key}"))
-    return flat
-
-
-def check_methods(params: Params) -> None:
-    """Each registry-backed choice names a registered method, and every sub-section holds
-    valid settings of a method of that section (typos in unused ones included)."""
-    for section_name, field, registry, sources in REGISTRY_CHOICES:
-        chosen = getattr(getattr(params, section_name), field)
-        if chosen not in sources and chosen not in registry:
-            try:
-                registry.get(chosen)
-            except ParamsError as exc:  # name the parameter, then what exists
-                raise ParamsError(f"invalid parameter '{section_name}.{field}' = {chosen!r}: "
-                                  f"{exc}") from None
-    for section_name in dict.fromkeys(s for s, *_ in REGISTRY_CHOICES):
-        section = getattr(params, section_name)
-        keys = {e.params_key: e for name, _, registry, _ in REGISTRY_CHOICES
-                if name == section_name for e in registry.entries() if e.params_key}
-        for key, value in (section.model_extra or {}).items():
-            where = f"{section_name}.{key}"
-            if key not in keys:
-                raise ParamsError(unknown_parameter(
-                    where, [*type(section).model_fields, *sorted(keys)]))
-            if not isinstance(value, dict):
-                raise ParamsError(f"invalid parameter '{where}' = {value!r}: the settings of "
-                                  f"{keys[key].name!r} must be a mapping")
-            keys[key].settings(value, where)
 
 
 @functools.lru_cache(maxsize=8)
@@ -144,8 +74,6 @@ def check_inputs(params: Params, root: Path) -> None:
         raise ParamsError(f"evaluate.tta = 'hflip' mirrors images, but {params.data.dataset} "
                           f"rows have shape {list(shape)} (allowed for feature rows: none)")
     p = params.pretrain
-    from pucl.recipe import resolve_encoder
-
     encoder = resolve_encoder(p.encoder, shape)
     problem = _encoder_fits(encoder, shape, p.proj_hidden, p.proj_dim)
     if problem:
