@@ -72,12 +72,13 @@ def tabular_pu(n: int = 600, seed: int = 0):
 
 def test_pu_classifier_learns_tabular_data_from_positives_and_unlabeled_rows():
     x, y, s = tabular_pu()
-    clf = PUClassifier(epochs=3).fit(x, s)
+    # one sample, some of its positives labelled: U is the rest (single_dataset)
+    clf = PUClassifier(epochs=3, scenario="single_dataset").fit(x, s)
     proba = clf.predict_proba(x)
     assert proba.shape == (600, 2) and np.allclose(proba.sum(axis=1), 1.0)
     assert ((proba >= 0) & (proba <= 1)).all()
     assert list(clf.classes_) == [0, 1] and set(np.unique(clf.predict(x))) <= {0, 1}
-    assert abs(clf.prior_ - y[s == 0].mean()) < 0.05  # KM2 on the raw features
+    assert abs(clf.prior_ - y[s == 0].mean()) < 0.05  # TED^n on the raw features
     assert clf.score(x, y) > 0.9  # accuracy against the true labels, never seen
     naive = (x[:, :3].sum(axis=1) > 3.0).astype(int)  # the rule a person would write
     assert (clf.predict(x) == naive).mean() > 0.85
@@ -107,13 +108,16 @@ def test_neighbours_smooth_the_scores_of_the_same_head():
     np.testing.assert_allclose(smooth.predict_proba(new)[:, 1], expected, atol=1e-5)
 
 
-def test_members_average_the_estimators_of_consecutive_seeds():
-    """members = 2: the classifiers fitted alone with random_state 5 and 6, averaged."""
+def test_members_average_the_classifiers_of_single_encoder_runs():
+    """members = 2: encoders pretrained with seeds 5 and 6, each with its own head; each
+    member is the single run whose encoder has that seed (pretrain.seed), and the scores
+    are their mean, as in the pipeline."""
     x, y, s = tabular_pu(300, seed=5)
-    fast = {"prior": 0.3, "epochs": 1, "head_epochs": 10}
-    alone = [PUClassifier(**fast, random_state=seed).fit(x, s).predict_proba(x)[:, 1]
-             for seed in (5, 6)]
-    both = PUClassifier(**fast, random_state=5, members=2).fit(x, s)
+    fast = {"prior": 0.3, "epochs": 1, "head_epochs": 10, "objective": "nnpu",
+            "random_state": 5}
+    alone = [PUClassifier(**fast, settings={"pretrain.seed": seed}).fit(x, s)
+             .predict_proba(x)[:, 1] for seed in (5, 6)]
+    both = PUClassifier(**fast, members=2).fit(x, s)
     assert len(both.members_) == 2 and both.model_ is both.members_[0][0]
     np.testing.assert_allclose(both.predict_proba(x)[:, 1], (alone[0] + alone[1]) / 2,
                                atol=1e-6)
@@ -127,7 +131,7 @@ def test_mirror_averages_the_scores_of_each_image_and_its_mirror():
     x = rng.integers(0, 256, size=(64, 1, 12, 12), dtype=np.uint8)
     s = (np.arange(64) % 4 == 0).astype(np.int64)
     clf = PUClassifier(prior=0.4, epochs=1, batch_size=32, head_epochs=5,
-                       mirror=True).fit(x, s)
+                       mirror=True, shift=0).fit(x, s)
     mirrored = clf.predict_proba(x[:16])[:, 1]
     clf.set_params(mirror=False)
     alone, flipped = clf.predict_proba(x[:16])[:, 1], clf.predict_proba(x[:16, ..., ::-1])[:, 1]
@@ -168,19 +172,24 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
 
 
 @pytest.mark.parametrize("bad, message", [
-    ({"objective": "svm"}, "objective must be one of nnpu, upu, pupl_ce, got 'svm'"),
-    ({"loss": "simclr"}, "loss must be one of .*pucl.*, got 'simclr'"),
-    ({"encoder": "vit"}, "encoder must be auto or one of cnn7, lenet5, lenet5_wide, mlp, "
-                         "resnet18, got 'vit'"),
-    ({"prior": "km9"}, "prior must be a number in \\(0, 1\\) or one of bbe, dedpul, km1, "
-                       "km2, tedn, tice, got 'km9'"),
+    ({"objective": "svm"}, "invalid parameter 'classifier.objective' = 'svm': unknown "
+                           "classifier objective 'svm'"),
+    ({"loss": "simclr"}, "unknown contrastive loss 'simclr'.*allowed: .*pucl"),
+    ({"encoder": "vit"}, "invalid parameter 'pretrain.encoder' = 'vit'.*allowed: cnn7, "
+                         "lenet5, lenet5_wide, mlp, resnet18"),
+    ({"prior": "km9"}, "invalid parameter 'prior.method' = 'km9'.*allowed: bbe, dedpul, km1, "
+                       "km2, tedn, tice"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
-    ({"neighbours": -1}, "neighbours must be an integer >= 0, got -1"),
-    ({"members": 0}, "members must be an integer >= 1, got 0"),
-    ({"shift": 5}, "shift must be an integer from 0 to 4, got 5"),
-    ({"shift": 1}, "shift=1 translates images, but X has feature rows of shape \\[10\\] "
-                   "\\(allowed for feature rows: 0\\)"),
+    ({"neighbours": -1}, "invalid setting 'classifier.neighbours' = -1"),
+    ({"members": 0}, "invalid setting 'pretrain.members' = 0"),
+    ({"shift": 5}, "invalid setting 'evaluate.tta_shift' = 5"),
+    ({"scenario": "both"}, "scenario must be case_control or single_dataset, got 'both'"),
+    ({"settings": {"pretrain.epochs": 2}}, "settings\\['pretrain.epochs'\\] is the "
+                                            "parameter epochs: pass epochs=... instead"),
+    ({"settings": {"prior.heldout.fold": 2}}, "unknown parameter 'prior.heldout.fold'; did "
+                                               "you mean 'folds'"),
+    ({"settings": {"data.task": "x"}}, "unknown parameter 'data'"),
     ({"neighbours": 51}, "neighbours = 51 exceeds the 50 training rows \\(allowed: 0 to 50\\)"),
     ({"mirror": True}, "mirror=True averages each image with its mirror image, but X has "
                        "feature rows of shape \\[10\\] \\(allowed for feature rows: False\\)"),

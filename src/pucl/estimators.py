@@ -3,18 +3,20 @@
     clf = PUClassifier(epochs=20).fit(X, s)    # s: 1 = labelled positive, 0 = unlabeled
     clf.predict(X_new)                          # 0 / 1, the true class (not s)
     clf.predict_proba(X_new)[:, 1]              # P(y = 1 | x)
+    PUClassifier.from_preset("fmnist-i")        # a preset's recommended variant
 
-`fit` runs what the pipeline's stages run, in memory: the class prior of the unlabeled
-rows (an estimator of PRIOR_ESTIMATORS, or a given number), contrastive pretraining of an
-encoder with a loss of CONTRASTIVE_LOSSES (PUCL by default), then a linear head on the
-frozen encoder features, trained with the nnPU risk (default) or with cross-entropy on
-PUPL's pseudo-labels, its scores optionally smoothed over the nearest training rows
-(`neighbours`). It reads no file and logs nothing.
+`fit` runs the pipeline's recipe (pucl.recipe) in memory: the class prior of the
+unlabeled rows, contrastive pretraining of the encoder(s), PUPL's pseudo-labels when the
+objective reads them, a head per encoder (fine-tuned and smoothed as asked), and scoring
+over encoders and test-time views. Every default is params.yaml's, read from one home
+(pucl.settings), so on the same rows, seed and device it gives the pipeline's model. It
+reads no file and logs nothing (`from_preset` reads the preset's YAML).
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,84 +25,126 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
-from pucl.classify.neighbours import NeighbourHead
-from pucl.data.augment import make_augment
-from pucl.features import embed, scoring_views
-from pucl.losses import CONTRASTIVE_LOSSES, make_loss
-from pucl.models import ENCODERS, ContrastiveModel
-from pucl.pretraining import PRETRAINING_METHODS, PretrainJob
-from pucl.prior import PRIOR_ESTIMATORS
-from pucl.pupl import PSEUDO_LABELLERS
-from pucl.runtime import seeded_generator
+from pucl.classify.heads import rebuild
+from pucl.classify.objectives import TrainingRows
+from pucl.errors import ParamsError
+from pucl.recipe import (
+    Recipe,
+    fit_classifiers,
+    fit_pseudo_labels,
+    member_scores,
+    member_seeds,
+    needs_prior,
+    pretrain,
+    pupl_features,
+    seed_everything,
+    view_features,
+)
+from pucl.recipe import estimate_prior as recipe_prior
+from pucl.runtime import resolve_device
+from pucl.settings import (
+    BaseParams,
+    ClassifierParams,
+    EvaluateParams,
+    PretrainParams,
+    PriorParams,
+    SplitParams,
+)
 
-# The pipeline's default augmentations (params.yaml pretrain.augment): label-preserving
-# for digits; pass `augment={"hflip": 0.5}` for clothes or natural images.
-DEFAULT_AUGMENT = {"degrees": 10.0, "translate": 0.1, "scale_min": 0.9, "scale_max": 1.1,
-                   "brightness": 0.2, "contrast": 0.2, "hflip": 0.0, "feature_noise": 0.1,
-                   "feature_drop": 0.1}
-OBJECTIVES = ("nnpu", "upu", "pupl_ce")
+_PRIOR, _PRETRAIN, _CLASSIFIER, _EVALUATE = (PriorParams(), PretrainParams(),
+                                              ClassifierParams(), EvaluateParams())
+# The estimator's own parameters and the params.yaml setting each one is.
+SETTING_OF = {
+    "loss": "pretrain.loss", "encoder": "pretrain.encoder", "epochs": "pretrain.epochs",
+    "batch_size": "pretrain.batch_size", "lr": "pretrain.lr",
+    "weight_decay": "pretrain.weight_decay", "temperature": "pretrain.temperature",
+    "proj_dim": "pretrain.proj_dim", "proj_hidden": "pretrain.proj_hidden",
+    "members": "pretrain.members", "objective": "classifier.objective",
+    "head_epochs": "classifier.epochs", "head_lr": "classifier.lr",
+    "features": "classifier.features", "finetune_epochs": "classifier.finetune_epochs",
+    "finetune_lr": "classifier.finetune_lr", "neighbours": "classifier.neighbours",
+    "shift": "evaluate.tta_shift",
+}
+# Settings with a parameter of another shape: prior (a name or a number), mirror, augment.
+OWN_SHAPE = {"prior.method": "prior", "prior.value": "prior", "evaluate.tta": "mirror"}
 
 
 class PUClassifier(ClassifierMixin, BaseEstimator):
     """A binary classifier learned from labelled positives and unlabeled rows.
 
+    Every default is the pipeline's (params.yaml); `pucl methods --settings` lists the
+    methods and their settings.
+
     Parameters
     ----------
     prior : str or float, default="tedn"
         A prior estimator's name (`pucl.prior.PRIOR_ESTIMATORS.names()`) or the class
-        prior of the unlabeled rows, a number in (0, 1).
-    loss : str, default="pucl"
-        The contrastive objective (`pucl.losses.CONTRASTIVE_LOSSES.names()`).
-    encoder : str, default="auto"
-        An encoder's name (`pucl.models.ENCODERS.names()`: lenet5, lenet5_wide, cnn7,
-        ...); auto picks mlp for 2-d X (tabular), lenet5 for 28 x 28 images and cnn7 for
-        other images.
-    epochs : int, default=20
-        Pretraining epochs; 0 keeps the randomly initialised encoder.
-    objective : {"nnpu", "upu", "pupl_ce"}, default="nnpu"
-        How the head learns: a PU risk with the prior, or cross-entropy on PUPL's labels.
-    neighbours : int, default=0
-        k > 0: a row's score is the mean of the head's score for it and for its k nearest
-        training rows (cosine similarity of encoder features); the training features are
-        kept for this. 0: the head's own score.
+        prior of the unlabeled rows, a number in (0, 1) (prior.method).
+    loss, encoder, epochs, batch_size, lr, weight_decay, temperature, proj_dim,
+    proj_hidden, members
+        Pretraining (pretrain.*): the contrastive objective, the encoder (auto: mlp for
+        feature rows, lenet5 for 28 x 28 images, cnn7 for other images), its schedule,
+        and the number of encoders (seeds random_state, +1, ...) whose scores are averaged.
+    augment : dict, default=None
+        Changes to the pretraining augmentations (pretrain.augment), e.g. {"hflip": 0.5}
+        for clothes or natural images.
+    objective, head_epochs, head_lr, features, finetune_epochs, finetune_lr, neighbours
+        The classifier (classifier.*): what the head learns from (pupl_ce, nnpu, upu,
+        naive_ce), its schedule, what it reads (encoder | trunk), end-to-end fine-tuning
+        (0 epochs: frozen) and neighbour smoothing (0: off).
     mirror : bool, default=False
-        Images only: a row's score is the mean of its score and its left-right mirror
-        image's (`evaluate.tta: hflip` in the pipeline), for classes a mirror keeps.
-    shift : int, default=0
-        Images only: s > 0 also averages each view's scores over its 8 translations by s
-        pixels (`evaluate.tta_shift` in the pipeline).
-    members : int, default=1
-        m > 1: m encoders, pretrained with seeds random_state, +1, ..., each with its own
-        head; a row's score is the mean of theirs (`pretrain.members` in the pipeline).
+        Images only: average each row's score with its mirror image's (evaluate.tta).
+    shift : int, default=1
+        Images only: also average over each view's 8 translations by this many pixels
+        (evaluate.tta_shift); feature rows are scored as they are.
+    scenario : {"case_control", "single_dataset"}, default="case_control"
+        Which rows are unlabeled (split.scenario): case_control, every row of X (U is a
+        sample of all the data, labelled positives included, as in the pipeline's
+        splits); single_dataset, the rows with s = 0.
+    settings : dict, default=None
+        Any other setting, dotted as in params.yaml: {"prior.heldout.folds": 5,
+        "pupl.method": "pu_kmeans", "classifier.nnpu.beta": 0.1}.
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0
-        Seeds every random choice (weights, batches, augmentations, subsamples).
+        Seeds every random choice (base.seed).
+    device : str, default="auto"
+        auto | cpu | cuda (base.device).
 
     Attributes
     ----------
     classes_ : ndarray of shape (2,)
-        The two labels of y ([0, 1] for PU labels); predictions use them.
     prior_ : float
         The class prior used (estimated, or the given number).
-    model_, head_ : torch modules
-        The encoder with its projection head, and the head on encoder features (linear, or
-        a `NeighbourHead` around it when neighbours > 0); with members > 1, the first's.
+    recipe_ : pucl.recipe.Recipe
+        Every setting the model was built with.
     members_ : list of (model, head)
-        Every member's encoder and head (one pair when members = 1).
+        Each encoder (with its projection head) and the classifier head on it.
+    model_, head_ : the first member's.
+    pseudo_labels_ : ndarray
+        PUPL's labels of the training rows, when the objective reads them.
     """
 
-    members = 1  # what estimators pickled before the parameter existed hold
-    shift = 0
+    # what estimators pickled before these parameters existed did
+    members, shift, features, finetune_epochs, finetune_lr = 1, 0, "encoder", 0, 5e-4
+    scenario, settings, device = "single_dataset", None, "cpu"
 
-    def __init__(self, prior: str | float = "tedn", loss: str = "pucl", encoder: str = "auto",
-                 epochs: int = 20, batch_size: int = 512, lr: float = 2e-3,
-                 weight_decay: float = 1e-5, temperature: float = 0.5, proj_dim: int = 128,
-                 proj_hidden: int = 256, augment: dict | None = None,
-                 objective: str = "nnpu", head_epochs: int = 100, head_lr: float = 1e-2,
-                 neighbours: int = 0, mirror: bool = False, shift: int = 0, members: int = 1,
-                 threshold: float = 0.5, random_state: int = 0, progress: bool = False):
+    def __init__(self, prior: str | float = _PRIOR.method, loss: str = _PRETRAIN.loss,
+                 encoder: str = _PRETRAIN.encoder, epochs: int = _PRETRAIN.epochs,
+                 batch_size: int = _PRETRAIN.batch_size, lr: float = _PRETRAIN.lr,
+                 weight_decay: float = _PRETRAIN.weight_decay,
+                 temperature: float = _PRETRAIN.temperature,
+                 proj_dim: int = _PRETRAIN.proj_dim, proj_hidden: int = _PRETRAIN.proj_hidden,
+                 augment: dict | None = None, objective: str = _CLASSIFIER.objective,
+                 head_epochs: int = _CLASSIFIER.epochs, head_lr: float = _CLASSIFIER.lr,
+                 features: str = _CLASSIFIER.features,
+                 finetune_epochs: int = _CLASSIFIER.finetune_epochs,
+                 finetune_lr: float = _CLASSIFIER.finetune_lr,
+                 neighbours: int = _CLASSIFIER.neighbours, mirror: bool = _EVALUATE.tta == "hflip",
+                 shift: int = _EVALUATE.tta_shift, members: int = _PRETRAIN.members,
+                 scenario: str = SplitParams().scenario, settings: dict | None = None,
+                 threshold: float = 0.5, random_state: int = BaseParams().seed,
+                 device: str = BaseParams().device, progress: bool = False):
         self.prior = prior
         self.loss = loss
         self.encoder = encoder
@@ -115,13 +159,62 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.objective = objective
         self.head_epochs = head_epochs
         self.head_lr = head_lr
+        self.features = features
+        self.finetune_epochs = finetune_epochs
+        self.finetune_lr = finetune_lr
         self.neighbours = neighbours
         self.mirror = mirror
         self.shift = shift
         self.members = members
+        self.scenario = scenario
+        self.settings = settings
         self.threshold = threshold
         self.random_state = random_state
+        self.device = device
         self.progress = progress
+
+    @classmethod
+    def from_preset(cls, preset: str | Path, variant: str | None = None, **params: Any
+                    ) -> PUClassifier:
+        """The estimator of a preset's variant (its recommended one by default): a preset's
+        name (params/presets/NAME.yaml of the project) or a YAML file's path. The
+        preset's data settings (data.*, split.n_p, paths.*) say which data its protocol
+        fits on: pass those rows to `fit`. `params` set the estimator's other parameters
+        (random_state, device, ...)."""
+        from pucl.sweep import load_preset, variant_overrides
+
+        _, overrides = variant_overrides(load_preset(preset), variant)
+        return cls(**{**cls.parameters_of(overrides), **params})
+
+    @staticmethod
+    def parameters_of(overrides: dict[str, Any]) -> dict[str, Any]:
+        """A pipeline's dotted settings as this estimator's parameters: its own where it
+        has one, the rest in `settings`; the data's (data.*, split.* but the scenario,
+        paths.*, base.*, the diagnostics of evaluate) are not the estimator's."""
+        params: dict[str, Any] = {}
+        settings: dict[str, Any] = {}
+        augment: dict[str, Any] = {}
+        by_setting = {key: name for name, key in SETTING_OF.items()}
+        for key, value in overrides.items():
+            if key in by_setting:
+                params[by_setting[key]] = value
+            elif key == "prior.method" and value not in ("given", "oracle"):
+                params["prior"] = value
+            elif key == "prior.value" or (key == "prior.method" and value == "given"):
+                params["prior"] = overrides["prior.value"]
+            elif key == "prior.method":
+                raise ParamsError("prior.method 'oracle' reads the true labels of U, which "
+                                  "an estimator never has (allowed: an estimator or a number)")
+            elif key == "evaluate.tta":
+                params["mirror"] = value == "hflip"
+            elif key == "split.scenario":
+                params["scenario"] = value
+            elif key.startswith("pretrain.augment."):
+                augment[key.removeprefix("pretrain.augment.")] = value
+            elif key.split(".")[0] in ("prior", "pretrain", "pupl", "classifier"):
+                settings[key] = value
+        return {**params, **({"augment": augment} if augment else {}),
+                **({"settings": settings} if settings else {})}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -129,35 +222,42 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         return tags
 
-    # -- validation ----------------------------------------------------------------------
+    # -- settings --------------------------------------------------------------------
 
-    def _check_params(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got "
-                             f"{self.objective!r}")
-        if self.loss not in CONTRASTIVE_LOSSES:
-            raise ValueError(f"loss must be one of {', '.join(CONTRASTIVE_LOSSES)}, got "
-                             f"{self.loss!r}")
-        if self.encoder != "auto" and self.encoder not in ENCODERS:
-            raise ValueError(f"encoder must be auto or one of {', '.join(ENCODERS)}, got "
-                             f"{self.encoder!r}")
+    def _recipe(self) -> Recipe:
+        """Every setting of the model: the defaults, then `settings`, then the
+        estimator's own parameters."""
+        settings = dict(self.settings or {})
+        own = {**{key: name for name, key in SETTING_OF.items()}, **OWN_SHAPE}
+        for key in settings:
+            name = own.get(key, "augment" if key.startswith("pretrain.augment.") else None)
+            if name is not None:
+                raise ValueError(f"settings[{key!r}] is the parameter {name}: pass {name}=... "
+                                 f"instead")
+        for name, key in SETTING_OF.items():
+            settings[key] = getattr(self, name)
+        settings["evaluate.tta"] = "hflip" if self.mirror else "none"
         if isinstance(self.prior, str):
-            if self.prior not in PRIOR_ESTIMATORS:
-                raise ValueError(f"prior must be a number in (0, 1) or one of "
-                                 f"{', '.join(PRIOR_ESTIMATORS)}, got {self.prior!r}")
-        elif not 0.0 < float(self.prior) < 1.0:
-            raise ValueError(f"prior must be in (0, 1), got {self.prior}")
+            settings["prior.method"] = self.prior
+        else:
+            settings.update({"prior.method": "given", "prior.value": float(self.prior)})
+        for key, value in (self.augment or {}).items():
+            settings[f"pretrain.augment.{key}"] = value
+        for section, key in (("pretrain", "prior"), ("classifier", "prior")):
+            if settings.get(f"{section}.{key}") == "oracle":
+                raise ValueError(f"{section}.prior 'oracle' reads the true labels of U, which "
+                                 "an estimator never has (allowed: estimate or a number)")
+        return Recipe.from_settings(settings, int(self.random_state))
+
+    def _check_params(self) -> Recipe:
+        if self.scenario not in ("case_control", "single_dataset"):
+            raise ValueError(f"scenario must be case_control or single_dataset, got "
+                             f"{self.scenario!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
-        if not isinstance(self.neighbours, (int, np.integer)) or self.neighbours < 0:
-            raise ValueError(f"neighbours must be an integer >= 0, got {self.neighbours!r}")
-        if not isinstance(self.shift, (int, np.integer)) or not 0 <= self.shift <= 4:
-            raise ValueError(f"shift must be an integer from 0 to 4, got {self.shift!r}")
-        if not isinstance(self.members, (int, np.integer)) or self.members < 1:
-            raise ValueError(f"members must be an integer >= 1, got {self.members!r}")
-        if self.epochs < 0 or self.head_epochs < 1:
-            raise ValueError(f"epochs must be >= 0 and head_epochs >= 1, got {self.epochs}, "
-                             f"{self.head_epochs}")
+        if not isinstance(self.prior, str) and not 0.0 < float(self.prior) < 1.0:
+            raise ValueError(f"prior must be in (0, 1), got {self.prior}")
+        return self._recipe()
 
     def _inputs(self, X: Any, reset: bool) -> np.ndarray:
         """float32 [n, d] features or [n, c, h, w] images (uint8 pixels kept as uint8)."""
@@ -200,95 +300,74 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                              f"each class, got {int(s.sum())} and {int((s == 0).sum())}")
         return classes, s
 
-    # -- learning ------------------------------------------------------------------------
+    # -- learning ----------------------------------------------------------------------
 
     def fit(self, X: Any, y: Any) -> PUClassifier:
         """X: images [n, c, h, w] (uint8, or floats in [0, 1]) or features [n, d]; y: the PU
         labels s, 1 = labelled positive and 0 = unlabeled (of two other labels, the greater
         marks the labelled positives, as scikit-learn's pos_label)."""
-        self._check_params()
+        recipe = self._check_params()
         x = self._inputs(X, reset=True)
         self.classes_, s = self._pu_labels(y, len(x))
         if self.mirror and x.ndim != 4:
             raise ValueError(f"mirror=True averages each image with its mirror image, but X "
                              f"has feature rows of shape {list(x.shape[1:])} (allowed for "
                              "feature rows: False)")
-        if self.shift and x.ndim != 4:
-            raise ValueError(f"shift={self.shift} translates images, but X has feature rows "
-                             f"of shape {list(x.shape[1:])} (allowed for feature rows: 0)")
-        if self.neighbours > len(x):
-            raise ValueError(f"neighbours = {self.neighbours} exceeds the {len(x)} training "
-                             f"rows (allowed: 0 to {len(x)})")
-        labeled = s == 1
-        self.prior_ = self._estimate_prior(x, labeled)
-        self.members_ = [self._fit_member(x, s, self.random_state + k)
-                         for k in range(self.members)]
+        if recipe.classifier.neighbours > len(x):  # checked before any training
+            raise ValueError(f"neighbours = {recipe.classifier.neighbours} exceeds the "
+                             f"{len(x)} training rows (allowed: 0 to {len(x)})")
+        labelled = s == 1
+        in_u = np.ones_like(labelled) if self.scenario == "case_control" else ~labelled
+        device = resolve_device(self.device)
+        # each step as a stage process starts it, so the model is the pipeline's
+        seed_everything(recipe.seed)
+        self.prior_ = (float(self.prior) if not isinstance(self.prior, str) else
+                       recipe_prior(recipe, x[in_u], x[labelled], self.progress)[0])
+        models, heads = [], []
+        images, is_labeled = torch.from_numpy(x), torch.from_numpy(labelled)
+        for seed in member_seeds(recipe):
+            seed_everything(recipe.seed)
+            prior = self._prior_for(recipe.pretrain.prior) if needs_prior(recipe) else None
+            model, result = pretrain(recipe, images, is_labeled, prior, seed, device,
+                                     self.progress)
+            models.append(model)
+            heads.append(rebuild(result.classifier) if result.classifier else None)
+        seed_everything(recipe.seed)
+        rows = TrainingRows(np.arange(len(x)), labelled, in_u)
+        if recipe.classifier.objective == "pupl_ce":
+            labeller = fit_pseudo_labels(recipe, pupl_features(models[0], x, device),
+                                         labelled, in_u, self.prior_)
+            self.pseudo_labels_ = labeller.result_.labels
+            rows = TrainingRows(rows.index, labelled, in_u, self.pseudo_labels_)
+        seed_everything(recipe.seed)
+        _, fitted = fit_classifiers(recipe, models, x, rows,
+                                    self._prior_for(recipe.classifier.prior), device, heads,
+                                    self.progress)
+        self.recipe_ = recipe
+        self.members_ = [(model.eval(), member.head.eval())
+                         for model, member in zip(models, fitted, strict=True)]
         self.model_, self.head_ = self.members_[0]
         return self
 
-    def _fit_member(self, x: np.ndarray, s: np.ndarray, seed: int
-                    ) -> tuple[ContrastiveModel, torch.nn.Module]:
-        """One encoder (pretrained with `seed`) and its head; the first member's PUPL
-        labels are kept as pseudo_labels_."""
-        labeled = s == 1
-        torch.manual_seed(seed)
-        tabular = x.ndim == 2
-        name = self.encoder if self.encoder != "auto" else (
-            "mlp" if tabular else "lenet5" if x.shape[-2:] == (28, 28) else "cnn7")
-        model = ContrastiveModel(name, tuple(x.shape[1:]), self.proj_hidden, self.proj_dim)
-        generator = seeded_generator(seed)
-        if self.epochs > 0:
-            self._pretrain(model, x, labeled, tabular, generator)
-        features = embed(model, x, "encoder")
-        settings = LinearSettings(self.head_epochs, self.head_lr, 1e-4, 256)
-        if self.objective == "pupl_ce":
-            labeller = PSEUDO_LABELLERS.create("auto", prior=self.prior_, random_state=seed)
-            labels = labeller.fit_predict(embed(model, x, "projector"), s)
-            if seed == self.random_state:
-                self.pseudo_labels_ = labels
-            head, _ = train_linear_head(features, labels, settings, generator,
-                                        progress=self.progress)
-        else:
-            head, _ = train_pu_head(features[labeled], features[~labeled], self.prior_,
-                                    self.objective, settings, generator, self.progress)
-        if self.neighbours:
-            head = NeighbourHead(head, torch.from_numpy(features), self.neighbours)
-        return model.eval(), head.eval()
-
-    def _estimate_prior(self, x: np.ndarray, labeled: np.ndarray) -> float:
-        if not isinstance(self.prior, str):
-            return float(self.prior)
-        scaled = x / 255.0 if x.dtype == np.uint8 else x
-        estimator = PRIOR_ESTIMATORS.create(self.prior, random_state=self.random_state)
-        prior = estimator.fit(scaled[~labeled], scaled[labeled]).prior_
-        # a PU risk needs 0 < prior < 1; an estimate at the boundary means "almost none"
-        return float(np.clip(prior, 1e-3, 1.0 - 1e-3))
-
-    def _pretrain(self, model: ContrastiveModel, x: np.ndarray, labeled: np.ndarray,
-                  tabular: bool, generator: torch.Generator) -> None:
-        extra = {"pi": self.prior_} if self.loss in CONTRASTIVE_LOSSES.names(
-            tag="needs_prior") else {}
-        loss_fn = make_loss(self.loss, temperature=self.temperature, **extra)
-        augment = make_augment(SimpleNamespace(**{**DEFAULT_AUGMENT, **(self.augment or {})}),
-                               tabular)
-        job = PretrainJob(model, loss_fn, torch.from_numpy(x), torch.from_numpy(labeled),
-                          augment, self.epochs, self.batch_size, self.lr, self.weight_decay,
-                          self.proj_dim, self.proj_hidden, self.prior_, generator,
-                          torch.device("cpu"), progress=self.progress)
-        PRETRAINING_METHODS.create("contrastive").train(job)
+    def _prior_for(self, choice: str | float) -> float:
+        """A consumer's prior setting (estimate or a number) as a number."""
+        return self.prior_ if choice == "estimate" else float(choice)
 
     # -- prediction ----------------------------------------------------------------------
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """[P(y = 0 | x), P(y = 1 | x)] per row."""
+        """[P(y = 0 | x), P(y = 1 | x)] per row, averaged over encoders and views."""
         check_is_fitted(self, "head_")
         x = self._inputs(X, reset=False)
-        members = getattr(self, "members_", [(self.model_, self.head_)])  # pickled before
-        # views outermost: each view is made once and dropped after every member scored it
-        positive = np.mean([[head.positive_score(embed(model, v, "encoder"))
-                             for model, head in members]
-                            for v in scoring_views(x, self.mirror, self.shift)],
-                           axis=(0, 1)).astype(np.float64)
+        recipe = getattr(self, "recipe_", None) or self._recipe()  # pickled before recipes
+        # the test-time views are the current mirror and shift (set_params after fit works)
+        recipe = replace(recipe, evaluate=recipe.evaluate.model_copy(update={
+            "tta": "hflip" if self.mirror else "none", "tta_shift": self.shift}))
+        members = getattr(self, "members_", None) or [(self.model_, self.head_)]
+        scores = member_scores([head for _, head in members],
+                               view_features(recipe, members, x, recipe.classifier.features,
+                                             resolve_device(self.device)))
+        positive = scores.mean(axis=(0, 1)).astype(np.float64)
         return np.column_stack([1.0 - positive, positive])
 
     def decision_function(self, X: Any) -> np.ndarray:

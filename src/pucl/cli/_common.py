@@ -60,7 +60,6 @@ def _project() -> Path:
     return root
 
 
-PRESETS = Path("params") / "presets"
 PresetOption = Annotated[str | None, typer.Option(
     help="start from a preset's settings (params/presets/NAME.yaml, or a sweep file path) "
          "and its default variant; --set still wins")]
@@ -70,15 +69,10 @@ VariantOption = Annotated[str | None, typer.Option(
 
 def _load_preset(root: Path, preset: str):
     """A preset by name (params/presets/NAME.yaml) or path, or one line and exit 2."""
-    from pucl.sweep import load_sweep
+    from pucl.sweep import load_preset
 
-    path = Path(preset) if preset.endswith((".yaml", ".yml")) else root / PRESETS / f"{preset}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in (root / PRESETS).glob("*.yaml"))
-        _fail(f"unknown preset {preset!r} (allowed: {', '.join(known) or 'none'}, or a "
-              "sweep file path)")
     try:
-        return load_sweep(path)
+        return load_preset(preset, [root])
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
         raise  # unreachable

@@ -12,7 +12,6 @@ from rich.table import Table
 
 from pucl import tracking
 from pucl.cli._common import (
-    PRESETS,
     SetOption,
     _fail,
     _frame_table,
@@ -178,6 +177,8 @@ def bench(
 
     root = _project()
     if preset is None:
+        from pucl.sweep import PRESETS
+
         _list_presets(root / PRESETS)
         return
     spec = _load_preset(root, preset)
