@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from _commit import with_commit  # run as files: benchmarks/ is on sys.path
 
 from pucl.data import get_task, load_dataset
 from pucl.data.augment import AffineJitter
@@ -94,7 +95,7 @@ def main() -> None:
                                                embed(model, data.x_test, which), y_test, 20)
     print(row)
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame([row])
+    frame = with_commit(pd.DataFrame([row]))
     if OUT.exists():
         frame = pd.concat([pd.read_csv(OUT), frame], ignore_index=True)
     frame.to_csv(OUT, index=False)

@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+from _commit import with_commit  # run as files: benchmarks/ is on sys.path
 
 FIRST = ["variant", "prior_source", "accuracy", "accuracy_std", "n", "minutes_per_seed"]
 
@@ -38,7 +39,7 @@ def main() -> None:
     kept = old[[(v, s) not in keys for v, s in zip(old["variant"], old["prior_source"],
                                                    strict=True)]]
     merged = pd.concat([kept, new], ignore_index=True).sort_values(["variant", "prior_source"])
-    merged = merged[[*FIRST, *[c for c in merged.columns if c not in FIRST]]]
+    merged = with_commit(merged[[*FIRST, *[c for c in merged.columns if c not in FIRST]]])
     merged.to_csv(args.report, index=False)
     print(merged[FIRST].to_string(index=False))
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from _commit import with_commit  # run as files: benchmarks/ is on sys.path
 
 from pucl.data.augment import AffineJitter
 from pucl.losses import make_loss
@@ -131,7 +132,7 @@ def main() -> None:
     print(table.to_string(index=False))
     if not args.no_write:
         OUT.parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(OUT, index=False)
+        with_commit(table).to_csv(OUT, index=False)
         print(f"written: {OUT}")
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from _commit import with_commit  # run as files: benchmarks/ is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 # case: params overrides. F-MNIST reads Fashion-MNIST's IDX files (Debian's
@@ -64,6 +65,7 @@ def write_tables(frame: pd.DataFrame, out: Path) -> pd.DataFrame:
     """Merge these runs into out/prior_runs.csv (a rerun replaces its own estimator, case
     and seed; other rows stay) and write the per-case table out/prior.csv from it."""
     previous = out / "prior_runs.csv"
+    frame = with_commit(frame)
     if previous.exists():
         kept = pd.read_csv(previous)
         key = ["estimator", "case", "seed"]
@@ -73,7 +75,9 @@ def write_tables(frame: pd.DataFrame, out: Path) -> pd.DataFrame:
     table = (frame.groupby(["estimator", "case"], sort=True)
              .agg(prior_true=("prior_true", "mean"), abs_error=("abs_error", "mean"),
                   abs_error_std=("abs_error", lambda s: s.std(ddof=0)), n=("seed", "count"),
-                  seconds_per_run=("seconds", "mean"))
+                  seconds_per_run=("seconds", "mean"),
+                  # the commits its runs were measured at (one, when it reruns as a row)
+                  commit=("commit", lambda c: " ".join(sorted(set(c.dropna())))))
              .reset_index())
     out.mkdir(parents=True, exist_ok=True)
     frame.to_csv(out / "prior_runs.csv", index=False, float_format="%.4f")

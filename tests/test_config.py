@@ -12,7 +12,7 @@ from tests.conftest import ROOT
 
 
 def test_shipped_params_are_valid_and_match_the_code_defaults():
-    from pucl.recipe import REGISTRY_CHOICES, check_methods
+    from pucl.recipe.checks import REGISTRY_CHOICES, check_methods
 
     params = load_params(ROOT / "params.yaml")
     check_methods(params)
@@ -50,7 +50,7 @@ def test_params_yaml_stays_short():
     ({"sweep": {}}, "unknown parameter 'sweep'"),
 ])
 def test_bad_params_are_named(raw, message):
-    from pucl.recipe import check_methods
+    from pucl.recipe.checks import check_methods
 
     with pytest.raises(ParamsError, match=message) as info:
         check_methods(parse_params(raw))  # method names are checked against the registries

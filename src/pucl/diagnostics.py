@@ -30,7 +30,7 @@ from pucl.metrics import (
     prototype_bias,
 )
 from pucl.models import ContrastiveModel
-from pucl.recipe import member_scores
+from pucl.recipe.scoring import member_scores
 from pucl.runtime import seeded_generator
 
 

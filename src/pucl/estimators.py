@@ -28,19 +28,12 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from pucl.classify.heads import rebuild
 from pucl.classify.objectives import TrainingRows
 from pucl.errors import ParamsError
-from pucl.recipe import (
-    Recipe,
-    fit_classifiers,
-    fit_pseudo_labels,
-    member_scores,
-    member_seeds,
-    needs_prior,
-    pretrain,
-    pupl_features,
-    seed_everything,
-    view_features,
-)
-from pucl.recipe import estimate_prior as recipe_prior
+from pucl.recipe import Recipe, seed_everything
+from pucl.recipe.classifier import fit_classifiers
+from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
+from pucl.recipe.prior import estimate_prior as recipe_prior
+from pucl.recipe.pupl import fit_pseudo_labels, pupl_features
+from pucl.recipe.scoring import member_scores, view_features
 from pucl.runtime import resolve_device
 from pucl.settings import (
     BaseParams,

@@ -184,7 +184,7 @@ def methods(
     """List every registered method by kind (prior estimators, losses, ...), with the
     params.yaml sub-section its settings go in and the first line of its description."""
     import pucl
-    from pucl.recipe import registry_sections
+    from pucl.recipe.checks import registry_sections
 
     sections = registry_sections()
     shown = 0

@@ -20,7 +20,7 @@ from pucl.config import Params, load_params
 from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
 from pucl.interrupts import end_on_sigterm, run_status
-from pucl.recipe import check_methods, chosen_settings
+from pucl.recipe.checks import check_methods, chosen_settings
 from pucl.runtime import configure
 from pucl.settings import flatten
 from pucl.stages import NUMPY_ONLY_STAGES, STAGES

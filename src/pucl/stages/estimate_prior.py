@@ -14,7 +14,8 @@ import time
 from pucl.errors import DataError, ParamsError
 from pucl.io import write_json
 from pucl.prior import PRIOR_ESTIMATORS
-from pucl.recipe import Recipe, estimate_prior
+from pucl.recipe import Recipe
+from pucl.recipe.prior import estimate_prior
 from pucl.stages._context import PRIOR_REPORT, StageContext
 
 NAME = "estimate_prior"

@@ -32,7 +32,8 @@ from pucl.features import embed
 from pucl.figures import class_errors_figure, embedding_figure, roc_figure
 from pucl.io import read_table, save_figure, write_json, write_table
 from pucl.metrics import classification_metrics, errors_by_class, roc_points
-from pucl.recipe import Recipe, member_scores, scoring_parts, view_features
+from pucl.recipe import Recipe
+from pucl.recipe.scoring import member_scores, scoring_parts, view_features
 from pucl.runtime import resolve_device
 from pucl.stages._context import LABEL_COLUMNS, PRIOR_REPORT, StageContext
 from pucl.validation import suites

@@ -11,7 +11,8 @@ import numpy as np
 from pucl.config import Params
 from pucl.data import check_task, get_task, load_dataset
 from pucl.errors import DataError, ParamsError
-from pucl.recipe import check_methods, resolve_encoder
+from pucl.recipe.checks import check_methods
+from pucl.recipe.pretraining import resolve_encoder
 from pucl.stages._context import data_path
 
 

@@ -37,26 +37,22 @@ import pandas as pd
 import torch
 
 import pucl.data.augment as augment_module
-import pucl.recipe as recipe_module
+import pucl.recipe as recipe_package
+import pucl.recipe.pretraining as recipe_module
 from pucl.figures import loss_figure
 from pucl.io import atomic_path, save_figure, write_table, write_torch
 from pucl.pretraining.loop import EpochStats
-from pucl.recipe import (
-    Recipe,
-    member_seeds,
-    needs_prior,
-    pretrain,
-    resolve_encoder,
-)
+from pucl.recipe import Recipe
+from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain, resolve_encoder
 from pucl.runtime import resolve_device
 from pucl.stages._context import StageContext
 
 NAME = "pretrain"
 
 # Code whose change must invalidate a checkpoint or a cached encoder (it shapes what an
-# epoch computes): these packages whole, the augmentations and the recipe.
+# epoch computes): these packages whole, the augmentations and the recipe's pretraining.
 TRAINING_PACKAGES = ("pucl.pretraining", "pucl.losses", "pucl.models")
-TRAINING_MODULES = (augment_module, recipe_module)
+TRAINING_MODULES = (augment_module, recipe_package, recipe_module)
 # pretrain params that say which encoders to train, not how one trains: the fingerprint
 # has each member's own seed instead, so a member is the same encoder as the single run
 # with that seed (and shares its cache entry).

@@ -23,7 +23,8 @@ import pandas as pd
 
 from pucl.artifacts import load_model
 from pucl.io import write_json, write_table
-from pucl.recipe import Recipe, fit_pseudo_labels, pupl_features
+from pucl.recipe import Recipe
+from pucl.recipe.pupl import fit_pseudo_labels, pupl_features
 from pucl.runtime import resolve_device
 from pucl.stages._context import StageContext
 from pucl.validation import suites

@@ -1,0 +1,75 @@
+"""The recipe's pretraining step: encoders and their projection heads."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from pucl.data.augment import make_augment
+from pucl.losses import CONTRASTIVE_LOSSES
+from pucl.models import ContrastiveModel
+from pucl.pretraining import PRETRAINING_METHODS, PretrainJob, PretrainResult
+from pucl.recipe import Recipe, entry_settings
+from pucl.runtime import seeded_generator
+
+
+def resolve_encoder(name: str, in_shape: Sequence[int]) -> str:
+    """`auto`: mlp for feature rows, lenet5 for 28 x 28 images, cnn7 for other images."""
+    if name != "auto":
+        return name
+    if len(in_shape) == 1:
+        return "mlp"
+    return "lenet5" if tuple(in_shape[-2:]) == (28, 28) else "cnn7"
+
+
+def contrastive_model(recipe: Recipe, in_shape: Sequence[int]) -> ContrastiveModel:
+    p = recipe.pretrain
+    return ContrastiveModel(resolve_encoder(p.encoder, in_shape), tuple(in_shape),
+                            p.proj_hidden, p.proj_dim)
+
+
+def pretraining_method(recipe: Recipe):
+    """pretrain.method, built with its settings (pretrain.<method>)."""
+    entry = PRETRAINING_METHODS.get(recipe.pretrain.method)
+    return entry.build(entry_settings(recipe.pretrain, "pretrain", entry))
+
+
+def needs_prior(recipe: Recipe) -> bool:
+    """Whether pretraining reads the class prior (PUNCE, DCL, SSC's prior-ranked negatives)."""
+    return pretraining_method(recipe).uses_prior(recipe.pretrain.loss)
+
+
+def contrastive_loss(recipe: Recipe, prior: float | None) -> nn.Module:
+    """pretrain.loss with its settings (pretrain.<loss>, when it has any), the temperature,
+    the non-negative projection and, for PUNCE and DCL, the class prior."""
+    p = recipe.pretrain
+    entry = CONTRASTIVE_LOSSES.get(p.loss)
+    return entry.build(entry_settings(p, "pretrain", entry), temperature=p.temperature,
+                       nonneg=p.nonneg, pi=prior)
+
+
+def member_seeds(recipe: Recipe) -> list[int]:
+    """The pretraining seed of each encoder (pretrain.members of them): pretrain.seed
+    (else the recipe's seed), then one more for each further member."""
+    first = recipe.seed if recipe.pretrain.seed is None else recipe.pretrain.seed
+    return [first + k for k in range(recipe.pretrain.members)]
+
+
+def pretrain(recipe: Recipe, images: torch.Tensor, is_labeled: torch.Tensor,
+             prior: float | None, seed: int, device: torch.device, progress: bool = False,
+             resume: dict | None = None, on_epoch=None
+             ) -> tuple[ContrastiveModel, PretrainResult]:
+    """One encoder + projection head, pretrained with `seed` (weights, batches and
+    augmentations); `resume` / `on_epoch`: the checkpoint contract of the training loop."""
+    p = recipe.pretrain
+    torch.manual_seed(seed)  # weights initialise identically on every run
+    model = contrastive_model(recipe, images.shape[1:])
+    job = PretrainJob(model, contrastive_loss(recipe, prior), images, is_labeled,
+                      make_augment(p.augment, images.dim() == 2), p.epochs, p.batch_size,
+                      p.lr, p.weight_decay, p.proj_dim, p.proj_hidden, prior,
+                      seeded_generator(seed), device, resume=resume, on_epoch=on_epoch,
+                      progress=progress)
+    result = pretraining_method(recipe).train(job)
+    return model.cpu().eval(), result
