@@ -1,6 +1,6 @@
 """Ways to smooth a finished run's scores, compared on its saved classifier (no retraining).
 
-    python benchmarks/smoothing_variants.py "data/runs/fmnist-ii-1k/variant=...,s0" [...]
+    python benchmarks/smoothing_variants.py "data/runs/fmnist-ii/variant=...,n_p=1000,s0" [...]
 
 For each run directory of a `pucl bench` / `pucl run` (its params.yaml, split, encoder and
 head.pt), prints the test accuracy of the head alone and of neighbour smoothing
@@ -12,7 +12,7 @@ head.pt), prints the test accuracy of the head alone and of neighbour smoothing
 - `two_hops`: the bank's scores are first smoothed over their own k nearest bank rows.
 
 `plain` and `hflip` with the run's own k reproduce evaluate's metrics, which checks the
-rest. reports/fmnist/README.md (issue 18, part 7) has what it measured.
+rest. reports/fmnist/README.md has what it measured.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from pucl.classify.neighbours import NeighbourHead
 from pucl.config import load_params
 from pucl.data import load_dataset
 from pucl.features import embed, scoring_views
-from pucl.stages.train_classifier import TRAINING_ROWS  # the rows of its bank
 
 
 def two_hop_scores(bank: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
@@ -52,7 +51,8 @@ def compare(run: Path, root: Path) -> dict[str, float]:
     data = load_dataset(params.data.dataset, root=str(root / params.paths.data_root),
                         test_fraction=params.data.test_fraction, seed=params.data.seed)
     manifest = pd.read_parquet(run / "data/split/manifest.parquet")
-    rows = np.sort(manifest.query(TRAINING_ROWS)["index"].to_numpy())
+    # the bank of a PU objective: the labelled positives and U (pucl.classify.objectives)
+    rows = np.sort(manifest.query("split == 'train' and (in_u or pu == 1)")["index"].to_numpy())
     test = manifest[manifest["split"] == "test"]
     head_path = run / "data/classifier/head.pt"
     model = load_classifier_model(head_path, load_model(run / "data/pretrain/model.pt"))
