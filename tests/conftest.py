@@ -109,6 +109,42 @@ def python_path() -> str:
     return f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 
+@pytest.fixture(scope="session")
+def finished_tiny(tmp_path_factory) -> Path:
+    """One tiny project whose six stages ran to the end (in this process) and whose outputs
+    DVC committed (dvc.lock and its cache, as `dvc repro` leaves them): built once per test
+    session, shared by the parallel workers through a file lock. Tests take a copy
+    (`copy_project`), never change it."""
+    from filelock import FileLock
+
+    from tests.helpers import STAGES, dvc, stage
+
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if PARALLEL else base) / "finished-tiny"  # one per session
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "done").exists():
+            shutil.rmtree(shared, ignore_errors=True)
+            with pytest.MonkeyPatch.context() as mp:
+                root = make_project(shared / "proj")
+                mp.setenv("PUCL_ROOT", str(root))
+                mp.setenv("MLFLOW_TRACKING_URI", new_store(shared / "mlflow.db"))
+                mp.setenv("PATH", python_path())
+                for name in STAGES:
+                    stage(root, name)
+                dvc(root, "commit", "--force")
+            (shared / "done").touch()
+    return shared / "proj"
+
+
+def copy_project(source: Path, dest: Path, drop: tuple[str, ...] = ()) -> Path:
+    """A copy of a project (git, DVC cache and all) at `dest`, without the outputs of the
+    stages in `drop`, as if those had not run."""
+    shutil.copytree(source, dest, symlinks=True)
+    for section in drop:
+        shutil.rmtree(dest / "data" / section, ignore_errors=True)
+    return dest
+
+
 @pytest.fixture
 def project(tmp_path, tracking_uri, monkeypatch) -> Path:
     dest = make_project(tmp_path / "proj")
@@ -122,7 +158,7 @@ def project(tmp_path, tracking_uri, monkeypatch) -> Path:
 # is left with one long file when the others are done. Longest first, by --durations.
 SLOWEST_FIRST = ("test_sweep_flows.py", "test_flows.py", "test_bad_inputs.py", "test_members.py",
                  "test_production.py", "test_cli.py", "test_other_methods.py", "test_stages.py",
-                 "test_finetune.py", "test_resume.py", "test_km2.py",
+                 "test_finetune.py", "test_one_recipe.py", "test_resume.py", "test_km2.py",
                  "test_tracked_data.py")
 
 

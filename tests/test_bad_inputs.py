@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import deep_update, make_project, new_store, python_path
-from tests.helpers import STAGES, dvc, run, stage
+from tests.conftest import copy_project, deep_update, new_store, python_path
+from tests.helpers import dvc, run
 
 PUCL = [sys.executable, "-m", "pucl.cli"]
 
@@ -96,17 +96,14 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """A project whose pipeline ran to the end."""
+def finished(tmp_path_factory, finished_tiny):
+    """A project whose pipeline ran to the end (a copy of the session's one)."""
     base = tmp_path_factory.mktemp("bad")
     with pytest.MonkeyPatch.context() as mp:
-        root = make_project(base / "proj")
+        root = copy_project(finished_tiny, base / "proj")
         mp.setenv("PUCL_ROOT", str(root))
         mp.setenv("MLFLOW_TRACKING_URI", new_store(base / "mlflow.db"))
         mp.setenv("PATH", python_path())
-        for name in STAGES:  # in this process (test_flows.py runs dvc repro)
-            stage(root, name)
-        dvc(root, "commit", "--force")  # dvc.lock and the cache, as dvc repro leaves them
         assert dvc(root, "status").stdout.strip().endswith("up to date.")
         yield root
 

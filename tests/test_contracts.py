@@ -11,6 +11,7 @@ import torch
 import yaml
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import copy_project
 from tests.helpers import stage
 
 
@@ -22,9 +23,12 @@ def _failed_run(uri: str, name: str):
     return client, runs[0]
 
 
-def test_suites_stop_stages_on_corrupted_artefacts(project, tracking_uri):
-    for name in ("build_split", "estimate_prior", "pretrain"):
-        stage(project, name)
+def test_suites_stop_stages_on_corrupted_artefacts(finished_tiny, tmp_path, tracking_uri,
+                                                   monkeypatch):
+    # the session's finished project as it was after pretraining
+    project = copy_project(finished_tiny, tmp_path / "proj",
+                           drop=("pupl", "classifier", "evaluate"))
+    monkeypatch.setenv("PUCL_ROOT", str(project))
     validation = json.loads((project / "data/split/validation.json").read_text())
     assert validation["raw_data"]["success"] and validation["pu_split"]["success"]
 

@@ -127,7 +127,8 @@ def test_a_degenerate_pseudo_labelling_is_reported_not_silent(project, tracking_
     assert run.data.tags["pupl_degenerate"] == "true"
 
 
-def test_classifier_objectives_record_their_prior_and_differ(project, tracking_uri):
+def test_classifier_objectives_record_their_prior_and_differ(finished_tiny, tmp_path,
+                                                             tracking_uri, monkeypatch):
     """One pretrained encoder, four downstream objectives: each writes its summary and
     tags, the PU risks use the prior they are given, and the heads are not all equal."""
     import json
@@ -135,8 +136,10 @@ def test_classifier_objectives_record_their_prior_and_differ(project, tracking_u
     import torch
     import yaml
 
-    for name in ("build_split", "estimate_prior", "pretrain", "pupl_label"):
-        stage(project, name)
+    from tests.conftest import copy_project
+
+    project = copy_project(finished_tiny, tmp_path / "proj")
+    monkeypatch.setenv("PUCL_ROOT", str(project))
     report = json.loads((project / "data/prior/prior.json").read_text())
     params = yaml.safe_load((project / "params.yaml").read_text())
     heads = {}

@@ -73,6 +73,7 @@ def ablate(
 
     result = _run_flow(lambda: sweep_flow(spec=spec.model_dump(), project=str(root)))
     rows = []
+    commit = tracking.git_commit(root)[:12]  # reports/ rows name the commit that measured them
     for point in result["points"]:
         metrics, chosen = point["metrics"], point["overrides"]
         rows.append({"loss": chosen["pretrain.loss"], "n_p": chosen["split.n_p"],
@@ -80,7 +81,7 @@ def ablate(
                      "knn_accuracy": metrics.get("knn_accuracy"),
                      "pseudo_label_accuracy": metrics.get("pseudo_label_accuracy"),
                      "accuracy": metrics["accuracy"],
-                     "pretrain_seconds": point["pretrain_seconds"]})
+                     "pretrain_seconds": point["pretrain_seconds"], "commit": commit})
     markdown, table = ablation_tables(rows, epochs=epochs)
     from pucl.io import atomic_path, write_table
 
