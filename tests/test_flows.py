@@ -107,7 +107,7 @@ def test_logged_classifier_reproduces_the_stage_outputs(flows_env, executions):
     import mlflow.pytorch
 
     from pucl.artifacts import load_head, load_model
-    from pucl.classify.deployable import PUClassifier
+    from pucl.classify.deployable import ServedClassifier
 
     client = flows_env["client"]
     parent = runs(client, "tags.kind = 'pipeline' and tags.entry = 'prefect'")[0]
@@ -118,8 +118,8 @@ def test_logged_classifier_reproduces_the_stage_outputs(flows_env, executions):
     workdir = Path(executions["flow"]["workdir"])
     shift = yaml.safe_load((workdir / "params.yaml").read_text())["evaluate"]["tta_shift"]
     assert shift > 0  # the exported model carries the translated views
-    reference = PUClassifier(load_model(workdir / "data/pretrain/model.pt").encoder,
-                             load_head(workdir / "data/classifier/head.pt"), shift=shift).eval()
+    reference = ServedClassifier(load_model(workdir / "data/pretrain/model.pt").encoder,
+                                 load_head(workdir / "data/classifier/head.pt"), shift=shift).eval()
     x = torch.rand(5, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         np.testing.assert_allclose(served(x).numpy(), reference(x).numpy(), atol=1e-6)

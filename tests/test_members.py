@@ -10,20 +10,20 @@ import torch
 import yaml
 
 from pucl.artifacts import classifier_features, load_classifier, load_models
-from pucl.classify.deployable import PUClassifier
+from pucl.classify.deployable import ServedClassifier
 from pucl.config import load_params
 from pucl.data import load_dataset
 from pucl.features import encoder_part
 from tests.helpers import STAGES, read_metrics, stage
 
 
-def deployable(project) -> PUClassifier:
+def deployable(project) -> ServedClassifier:
     """The classifier evaluate logs, rebuilt from the stage outputs."""
     out = project / "data"
     reads = classifier_features(out / "classifier/head.pt")
     members = load_classifier(out / "classifier/head.pt", load_models(out / "pretrain/model.pt"))
     parts = [(encoder_part(model.encoder, reads), head) for model, head in members]
-    return PUClassifier(*parts[0], others=parts[1:]).eval()
+    return ServedClassifier(*parts[0], others=parts[1:]).eval()
 
 
 def test_members_average_the_classifiers_of_single_encoder_runs(project):
@@ -72,14 +72,14 @@ def test_members_average_the_classifiers_of_single_encoder_runs(project):
 
 
 def test_a_classifier_pickled_before_members_existed_still_scores():
-    """MLflow pickles the whole module: a PUClassifier logged before `others` existed has
+    """MLflow pickles the whole module: a ServedClassifier logged before `others` existed has
     no such attributes, and must score as a one-member classifier."""
     from pucl.classify.base import LinearHead
 
     torch.manual_seed(0)
     encoder, head = torch.nn.Flatten(), LinearHead(4)
     x = torch.rand(5, 1, 2, 2)
-    model = PUClassifier(encoder, head, mirror=True).eval()
+    model = ServedClassifier(encoder, head, mirror=True).eval()
     with torch.no_grad():
         want = model(x)
         del model.other_encoders, model.other_heads  # the old layout

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pucl.classify.base import LinearHead
-from pucl.classify.deployable import PUClassifier
+from pucl.classify.deployable import ServedClassifier
 from pucl.classify.heads import describe, rebuild
 from pucl.classify.neighbours import NeighbourHead
 
@@ -100,7 +100,7 @@ def test_describe_and_rebuild_round_trip_and_serve():
     # served: the deployable module (encoder, then head) gives the same scores
     from pucl.data.augment import normalize
 
-    served = PUClassifier(torch.nn.Identity(), again).eval()
+    served = ServedClassifier(torch.nn.Identity(), again).eval()
     x = torch.from_numpy(rows)
     with torch.no_grad():
         np.testing.assert_allclose(served(x).numpy(),
@@ -115,8 +115,8 @@ def test_the_served_classifier_averages_an_image_and_its_mirror():
     torch.manual_seed(0)
     encoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(1 * 4 * 6, 5))
     head = random_head(5, 2)
-    plain = PUClassifier(encoder, head).eval()
-    mirrored = PUClassifier(encoder, head, mirror=True).eval()
+    plain = ServedClassifier(encoder, head).eval()
+    mirrored = ServedClassifier(encoder, head, mirror=True).eval()
     x = torch.rand(7, 1, 4, 6)
     with torch.no_grad():
         by_hand = [torch.softmax(head(encoder(normalize(v))), dim=1)[:, 1]
@@ -147,13 +147,13 @@ def test_the_served_classifier_averages_the_translated_views():
     with torch.no_grad():
         by_hand = torch.stack([torch.softmax(head(encoder(normalize(v))), dim=1)[:, 1]
                                for v in crops(x) + crops(x.flip(-1))])
-        shifted = PUClassifier(encoder, head, shift=1).eval()
+        shifted = ServedClassifier(encoder, head, shift=1).eval()
         np.testing.assert_allclose(shifted(x).numpy(), by_hand[:9].mean(0).numpy(), atol=1e-6)
-        both = PUClassifier(encoder, head, mirror=True, shift=1).eval()
+        both = ServedClassifier(encoder, head, mirror=True, shift=1).eval()
         np.testing.assert_allclose(both(x).numpy(), by_hand.mean(0).numpy(), atol=1e-6)
-        old = PUClassifier(encoder, head).eval()
+        old = ServedClassifier(encoder, head).eval()
         del old.shift  # as unpickled from before the attribute existed
-        np.testing.assert_allclose(old(x).numpy(), PUClassifier(encoder, head)(x).numpy())
+        np.testing.assert_allclose(old(x).numpy(), ServedClassifier(encoder, head)(x).numpy())
 
 
 @pytest.mark.parametrize("k", [0, 65])

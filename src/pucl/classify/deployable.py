@@ -1,4 +1,5 @@
-"""The classifier as one module for serving: frozen encoder followed by the linear head,
+"""The classifier as one module for serving (`ServedClassifier`, the model evaluate logs
+to MLflow; `pucl.PUClassifier` is the scikit-learn estimator): frozen encoder, then head,
 optionally averaged over test-time views (`evaluate.tta`) and over several encoders'
 classifiers (`pretrain.members`)."""
 
@@ -13,7 +14,7 @@ from pucl.data.augment import normalize
 from pucl.data.views import tta_views
 
 
-class PUClassifier(nn.Module):
+class ServedClassifier(nn.Module):
     """float32 pixels in [0, 1], shape [n, c, h, w] (or raw features [n, d] for tabular
     data) -> P(y = 1 | x), shape [n]. With `mirror`, the mean of the scores of each
     image and of its horizontal mirror image (for classes a mirror does not change); with

@@ -23,7 +23,7 @@ from sklearn.decomposition import PCA
 from sklearn.manifold import TSNE
 
 from pucl.artifacts import classifier_features, load_classifier, load_models
-from pucl.classify.deployable import PUClassifier
+from pucl.classify.deployable import ServedClassifier
 from pucl.data.augment import make_augment, unit_scale
 from pucl.data.registry import class_name
 from pucl.diagnostics import ablation_metrics, oracle_metrics, representation_metrics
@@ -95,7 +95,7 @@ def run(ctx: StageContext) -> dict:
     # model with its signature
     parts = scoring_parts(members, reads)
     ctx.run.log_pytorch_model(
-        PUClassifier(*parts[0], mirror=p.tta == "hflip", shift=p.tta_shift if x_test.ndim == 4
+        ServedClassifier(*parts[0], mirror=p.tta == "hflip", shift=p.tta_shift if x_test.ndim == 4
                      else 0, others=parts[1:]).eval(), "classifier",
         unit_scale(x_test[:8]).astype(np.float32))
     return metrics
