@@ -9,6 +9,8 @@ dvc.yaml in place (comments kept); tests/test_dvc_yaml.py fails when they drift.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 import subprocess
 import sys
@@ -18,25 +20,46 @@ from pucl.stages import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_MARKERS = {"src/pucl/__init__.py", "src/pucl/stages/__init__.py"}
-# Import the stage, let every registry it reached import its methods (they load on first
-# lookup at run time), then list the project files loaded.
+# One interpreter loads the heavy libraries, then forks a child per stage that imports the
+# stage, lets every registry it reached import its methods (they load on first lookup at
+# run time), and lists the project files loaded. Preloading libraries loads no project
+# file, so each child sees what a fresh interpreter importing its stage would.
 _LIST = """
-import importlib, os, sys
-importlib.import_module('pucl.stages.{name}')
-from pucl.registry import Registry
-for module in list(sys.modules.values()):
-    for value in list(vars(module).values()) if module else ():
-        if isinstance(value, Registry):
-            value.names()
-print('\\n'.join(os.path.relpath(m.__file__) for n, m in list(sys.modules.items())
-                  if n.split('.')[0] == 'pucl' and getattr(m, '__file__', None)))
+import importlib, json, os, sys
+import matplotlib, numpy, pandas, pydantic, scipy, sklearn, torch, yaml  # no project files
+names, found = {names!r}, {{}}
+for name in names:
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.close(read)
+        importlib.import_module('pucl.stages.' + name)
+        from pucl.registry import Registry
+        for module in list(sys.modules.values()):
+            for value in list(vars(module).values()) if module else ():
+                if isinstance(value, Registry):
+                    value.names()
+        files = [os.path.relpath(m.__file__) for n, m in list(sys.modules.items())
+                 if n.split('.')[0] == 'pucl' and getattr(m, '__file__', None)]
+        with os.fdopen(write, 'w') as out:
+            out.write('\\n'.join(files))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as got:
+        found[name] = got.read().split()
+    os.wait()
+print(json.dumps(found))
 """
 
 
+@functools.lru_cache(maxsize=1)
+def _imported() -> dict[str, set[str]]:
+    out = subprocess.run([sys.executable, "-c", _LIST.format(names=list(STAGES))], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    return {name: set(files) - PACKAGE_MARKERS for name, files in json.loads(out).items()}
+
+
 def imported_files(name: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", _LIST.format(name=name)], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout.split()
-    return set(out) - PACKAGE_MARKERS
+    return _imported()[name]
 
 
 def code_deps(name: str) -> list[str]:

@@ -8,12 +8,13 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from tests.conftest import copy_project, deep_update, new_store, python_path
-from tests.helpers import dvc, run
+from tests.helpers import dvc, stage
 
 PUCL = [sys.executable, "-m", "pucl.cli"]
 
@@ -108,6 +109,26 @@ def finished(tmp_path_factory, finished_tiny):
         yield root
 
 
+def invoke(command: list[str], root: Path, env: dict[str, str]) -> SimpleNamespace:
+    """`pucl ...` or `python -m pucl.stages NAME` in this process, in `root`: the same entry
+    points, exit codes and stderr as the commands, without a Python start per case (the
+    commands themselves run as processes in test_cli.py)."""
+    if command[:len(PUCL)] != PUCL:
+        result = stage(root, command[-1], check=False, env=env)
+        return SimpleNamespace(returncode=result.returncode, stderr=result.stderr)
+    from typer.testing import CliRunner
+
+    from pucl.cli import app
+
+    saved = os.getcwd()
+    try:
+        os.chdir(root)
+        result = CliRunner().invoke(app, command[len(PUCL):], env=env)
+    finally:
+        os.chdir(saved)
+    return SimpleNamespace(returncode=result.exit_code, stderr=result.stderr)
+
+
 def _snapshot(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted((root / "data").rglob("*")) if p.is_file()}
@@ -135,7 +156,7 @@ def test_bad_input_is_refused_in_one_line_and_changes_nothing(finished, case):
                 (root / rel).unlink()
             else:
                 (root / rel).write_bytes(content)
-        result = run(case.command, root, check=False, env={**os.environ, **case.env})
+        result = invoke(case.command, root, case.env)
     finally:
         params_file.write_text(original_params)
         for rel, content in saved.items():
