@@ -19,13 +19,13 @@ from tests.conftest import ROOT, TINY_PARAMS, make_project
 from tests.helpers import STAGES, read_metrics, stage
 
 # Tiny settings of the method (the data's stay out of an estimator), and a variant that
-# takes every branch of the recipe the default takes and more: two encoders, PUPL's
-# pseudo-labels, a head on the trunk fine-tuned one epoch and smoothed, each test image
-# scored at 9 positions (the mirror views have tests of their own). The PU risks' rows
-# are the objectives' own (test_objectives), the same for both.
+# takes every branch of the recipe the default takes and more: PUPL's pseudo-labels, a
+# head on the trunk fine-tuned one epoch and smoothed, each test image scored at 9
+# positions. Mirror views, several encoders and the PU risks' rows have tests of their
+# own on both sides (test_estimators, test_members, test_objectives).
 METHOD = {**flatten({s: TINY_PARAMS[s] for s in ("prior", "pretrain", "pupl", "classifier")}),
           "evaluate.tta_shift": TINY_PARAMS["evaluate"]["tta_shift"]}
-VARIANT = {"pretrain.members": 2, "classifier.features": "trunk", "classifier.finetune_epochs": 1,
+VARIANT = {"classifier.features": "trunk", "classifier.finetune_epochs": 1,
            "classifier.neighbours": 5, "evaluate.tta_shift": 1,
            "pretrain.augment.hflip": 0.5, "prior.heldout.folds": 3}
 
