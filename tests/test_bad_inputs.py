@@ -4,12 +4,14 @@ value, no traceback, and leaves every output of a finished pipeline byte-identic
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import yaml
 
@@ -17,6 +19,19 @@ from tests.conftest import copy_project, deep_update, new_store, python_path
 from tests.helpers import dvc, stage
 
 PUCL = [sys.executable, "-m", "pucl.cli"]
+OWN_NPZ = {"data": {"dataset": "npz", "task": "given", "path": "mine.npz"}}
+
+
+def _npz(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _own(x) -> bytes:
+    """An npz of one's own: `x` and 10 labelled positives of 60 rows, with a test part."""
+    pu, y_test = np.r_[np.ones(10), np.zeros(50)].astype(np.int64), np.r_[0, 1, 0, 1]
+    return _npz(x=x, pu=pu, x_test=x[:4], y_test=y_test)
 
 
 def _stage(name: str) -> list[str]:
@@ -37,7 +52,7 @@ class Case:
 CASES = [
     Case("unknown objective", PUCL + ["repro"], "invalid parameter 'pretrain.loss' = 'simclr'",
          params={"pretrain": {"loss": "simclr"}}),
-    Case("misspelt key", PUCL + ["repro"], "did you mean 'temperature'",
+    Case("misspelt key", PUCL + ["repro"], "did you mean 'pretrain.temperature'",
          params={"pretrain": {"temprature": 0.2}}),
     Case("unknown section", PUCL + ["repro"], "unknown parameter 'trainer'",
          params={"trainer": {"epochs": 3}}),
@@ -91,8 +106,18 @@ CASES = [
     Case("missing sweep file", PUCL + ["sweep", "--grid", "nope.yaml"],
          "sweep file not found: nope.yaml"),
     Case("bad cron", PUCL + ["serve", "--cron", "61 * * * *"], "invalid --cron '61 * * * *'"),
-    Case("MLflow store cannot be opened", PUCL + ["compare"], "cannot open the MLflow store",
+    Case("MLflow store missing", PUCL + ["compare"], "no-such-dir/mlflow.db does not exist",
          env={"MLFLOW_TRACKING_URI": "sqlite:////proc/no-such-dir/mlflow.db"}),
+    Case("unknown experiment", PUCL + ["compare", "--experiment", "nosuch"],
+         "no experiment 'nosuch' in the MLflow store"),
+    Case("channels-last images", PUCL + ["check"], "give [n, channels, height, width]",
+         params=OWN_NPZ, files={"mine.npz": _own(np.zeros((60, 28, 28, 3), np.uint8))}),
+    Case("float pixels above 1", PUCL + ["check"], "(divide by 255, or give uint8 pixels)",
+         params=OWN_NPZ, files={"mine.npz": _own(np.full((60, 28, 28), 255.0))}),
+    Case("text file named .npz", PUCL + ["check"], "mine.npz is not an .npz archive",
+         params=OWN_NPZ, files={"mine.npz": b"x,pu\n1,0\n"}),
+    Case("dataset files not there", PUCL + ["check"], "or data.download: true to fetch them",
+         params={"data": {"dataset": "mnist"}, "paths": {"data_root": "no-such-dir"}}),
 ]
 
 
@@ -159,14 +184,40 @@ def test_bad_input_is_refused_in_one_line_and_changes_nothing(finished, case):
         result = invoke(case.command, root, case.env)
     finally:
         params_file.write_text(original_params)
-        for rel, content in saved.items():
-            (root / rel).write_bytes(content)
+        for rel in case.files:
+            if rel in saved:
+                (root / rel).write_bytes(saved[rel])
+            else:
+                (root / rel).unlink(missing_ok=True)
     assert result.returncode == 2, (result.returncode, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert case.message in lines[0], lines[0]
     assert "Traceback" not in result.stderr
     assert _snapshot(root) == before  # no output written, deleted or half-replaced
+
+
+def test_read_only_commands_create_nothing_in_the_store(finished, tmp_path):
+    """compare, predict and ui only read: an unknown experiment or model is one line, and
+    neither it nor a store at a mistyped path comes into being."""
+    from mlflow.tracking import MlflowClient
+
+    uri = os.environ["MLFLOW_TRACKING_URI"]
+    before = sorted(e.name for e in MlflowClient(uri).search_experiments())
+    np.savez(tmp_path / "new.npz", x=np.zeros((2, 28, 28), np.uint8))
+    for command, message in [
+            (["compare", "--experiment", "nosuch"], "(experiments: Default"),
+            (["predict", str(tmp_path / "new.npz"), "--out", str(tmp_path / "s.csv"),
+              "--model", "nosuch"], "no registered model 'nosuch'")]:
+        result = invoke(PUCL + command, finished, {})
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert sorted(e.name for e in MlflowClient(uri).search_experiments()) == before
+    missing = tmp_path / "typo" / "mlflow.db"
+    (tmp_path / "typo").mkdir()
+    for command in (["compare"], ["ui"]):
+        result = invoke(PUCL + command, finished, {"MLFLOW_TRACKING_URI": f"sqlite:///{missing}"})
+        assert result.returncode == 2 and "does not exist" in result.stderr, result.stderr
+    assert not missing.exists()
 
 
 def test_plain_dvc_repro_refuses_and_dvc_checkout_restores(finished):

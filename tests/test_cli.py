@@ -82,12 +82,16 @@ def in_process(project, monkeypatch, *args):
                            stdout=result.stdout)
 
 
-def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeypatch):
+def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeypatch,
+                                                                tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(tracking_uri).create_experiment("pucl")  # as the first run leaves it
     (project / "bad_sweep.yaml").write_text("name: s\ngrid:\n  split.n_p: [100, -1]\n")
     (project / "typo_sweep.yaml").write_text("name: s\ngird: {}\n")
     cases = [
         (("run", "--set", "pretrain.loss=simclr"), "pretrain.loss"),
-        (("run", "--set", "pretrain.temprature=0.1"), "did you mean 'temperature'"),
+        (("run", "--set", "pretrain.temprature=0.1"), "did you mean 'pretrain.temperature'"),
         (("run", "--set", "n_p"), "expected key=value"),
         (("sweep", "--grid", "missing.yaml"), "sweep file not found: missing.yaml"),
         (("sweep", "--grid", "bad_sweep.yaml"), "sweep point n_p=-1,s0: invalid parameter "

@@ -38,7 +38,7 @@ def test_params_yaml_stays_short():
 
 
 @pytest.mark.parametrize("raw, message", [
-    ({"pretrain": {"tempreature": 0.5}}, "did you mean 'temperature'"),
+    ({"pretrain": {"tempreature": 0.5}}, "did you mean 'pretrain.temperature'"),
     ({"pretrain": {"loss": "simclr"}}, "pretrain.loss"),
     ({"pretrain": {"temperature": 0}}, "greater than 0"),
     ({"split": {"n_p": 0}}, "split.n_p"),

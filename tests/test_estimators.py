@@ -188,7 +188,7 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
     ({"settings": {"pretrain.epochs": 2}}, "settings\\['pretrain.epochs'\\] is the "
                                             "parameter epochs: pass epochs=... instead"),
     ({"settings": {"prior.heldout.fold": 2}}, "unknown parameter 'prior.heldout.fold'; did "
-                                               "you mean 'folds'"),
+                                               "you mean 'prior.heldout.folds'"),
     ({"settings": {"data.task": "x"}}, "unknown parameter 'data'"),
     ({"neighbours": 51}, "neighbours = 51 exceeds the 50 training rows \\(allowed: 0 to 50\\)"),
     ({"mirror": True}, "mirror=True averages each image with its mirror image, but X has "

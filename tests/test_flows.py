@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -123,6 +124,48 @@ def test_logged_classifier_reproduces_the_stage_outputs(flows_env, executions):
     x = torch.rand(5, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         np.testing.assert_allclose(served(x).numpy(), reference(x).numpy(), atol=1e-6)
+
+
+def test_predict_scores_with_what_a_run_trained(flows_env, executions, tmp_path, monkeypatch):
+    """`pucl predict --model` takes the run the pipeline flow (`pucl run`) wrote: its
+    directory, its name (its directory, or its logged classifier in the store from
+    outside the project) and a runs:/ URI all score as encoder + head of its files."""
+    from typer.testing import CliRunner
+
+    from pucl.artifacts import load_head, load_model
+    from pucl.classify.deployable import ServedClassifier
+    from pucl.cli import app
+
+    workdir = Path(executions["flow"]["workdir"])
+    x = np.random.default_rng(0).integers(0, 256, size=(20, 28, 28), dtype=np.uint8)
+    np.savez(tmp_path / "new.npz", x=x)
+    shift = yaml.safe_load((workdir / "params.yaml").read_text())["evaluate"]["tta_shift"]
+    reference = ServedClassifier(load_model(workdir / "data/pretrain/model.pt").encoder,
+                                 load_head(workdir / "data/classifier/head.pt"), shift=shift)
+    with torch.no_grad():
+        expected = reference.eval()(torch.as_tensor(x[:, None] / 255, dtype=torch.float32))
+    client = flows_env["client"]
+    parent = runs(client, "attributes.run_name = 'flow-run'")[0]
+    evaluate = [r for r in children(client, parent.info.run_id) if r.info.run_name == "evaluate"]
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for where, model in [(flows_env["root"], "data/runs/flow-run"), (flows_env["root"], "flow-run"),
+                         (outside, "flow-run"),
+                         (outside, f"runs:/{evaluate[0].info.run_id}/classifier"),
+                         (outside, f"runs:/{parent.info.run_id}")]:
+        monkeypatch.chdir(where)
+        monkeypatch.setenv("PUCL_ROOT", str(where))
+        result = CliRunner().invoke(app, ["predict", str(tmp_path / "new.npz"), "--out",
+                                          str(tmp_path / "s.csv"), "--model", model,
+                                          "--tracking-uri", flows_env["uri"], "--no-progress"])
+        assert result.exit_code == 0, (model, result.output, result.stderr)
+        scores = pd.read_csv(tmp_path / "s.csv")
+        np.testing.assert_allclose(scores["score"], expected.numpy(), atol=1e-5, err_msg=model)
+    result = CliRunner().invoke(app, ["predict", str(tmp_path / "new.npz"), "--out",
+                                      str(tmp_path / "t.csv"), "--model", "nosuch-run",
+                                      "--tracking-uri", flows_env["uri"]])
+    assert result.exit_code == 2 and "no pipeline run of that name" in result.stderr
+    assert not (tmp_path / "t.csv").exists()
 
 
 def test_failed_data_contract_stops_the_flow(flows_env, executions):

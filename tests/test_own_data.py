@@ -70,7 +70,9 @@ def test_npz_images_without_test_hold_out_labelled_unlabeled_rows(tmp_path):
     ({"pu": np.zeros(50, np.int64)}, "pu marks no labelled positive"),
     ({"pu": np.ones(50, np.int64)}, "pu labels every row"),
     ({"pu": np.r_[1, np.zeros(48, np.int64)]}, "pu has 49 rows, x has 50"),
-    ({"x": np.zeros((50, 2, 2, 2, 2))}, "expected uint8 images or numeric features"),
+    ({"x": np.zeros((50, 2, 2, 2, 2))}, "got float64 [50, 2, 2, 2, 2]; allowed: images"),
+    ({"x": np.zeros((50, 8, 8, 3), np.uint8)}, "look channels-last"),
+    ({"x": np.full((50, 8, 8), 2.0)}, "float images must hold pixels in [0, 1]"),
     ({"x": np.full((50, 3), np.nan)}, "features hold NaN"),
     ({"y_test": None}, "give both x_test and y_test, or neither"),
     ({"y": np.r_[0, np.ones(49, np.int64)]}, "labelled positive in pu but negative in y"),
@@ -144,8 +146,9 @@ def run_all_stages(project):
 
 
 def test_tabular_npz_without_u_labels_runs_every_stage(tmp_path, tracking_uri, monkeypatch):
+    """With the default pretrain.encoder (auto: the MLP for feature rows)."""
     params = tiny_params(data={"dataset": "npz", "task": "given", "path": "own.npz"},
-                         pretrain={"encoder": "mlp", "epochs": 5, "batch_size": 128},
+                         pretrain={"epochs": 5, "batch_size": 128},
                          classifier={"epochs": 20})
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))

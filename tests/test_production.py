@@ -141,7 +141,10 @@ def test_4_bad_batches_are_refused_whole(cycle, tmp_path):
     cases = {
         "wrong shape": ({"x": np.zeros((5, 1, 32, 32), np.uint8), "pu": np.zeros(5)},
                         "[1, 32, 32] per row"),
-        "wrong dtype": ({"x": x.astype(np.float32), "pu": np.zeros(5)}, "expected uint8"),
+        "wrong dtype": ({"x": x.astype(np.int16), "pu": np.zeros(5)},
+                        "got int16 [5, 1, 28, 28]; allowed: images: uint8"),
+        "float pixels above 1": ({"x": x + 2.0, "pu": np.zeros(5)},
+                                 "float images must hold pixels in [0, 1]"),
         "labels outside {0, 1}": ({"x": x, "pu": np.array([0, 1, 2, 0, 0])}, "pu holds [2]"),
         "a holdout row": ({"x": holdout[:3], "pu": np.zeros(3)},
                           "rows also in the frozen holdout"),

@@ -76,7 +76,7 @@ def test_build_passes_each_entry_only_what_its_signature_names():
     assert (box.size, box.random_state) == (7, 4)
     assert entry.accepts("random_state") and not entry.accepts("prior")
     with pytest.raises(ParamsError, match=r"unknown parameter 'section.shape.sise'; did you "
-                                          r"mean 'size'\?"):
+                                          r"mean 'section.shape.size'\?"):
         entry.settings({"sise": 1}, "section.shape")
 
 

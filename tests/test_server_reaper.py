@@ -76,3 +76,86 @@ def test_a_killed_command_leaves_no_server_running(command):
     command.wait()
     assert gone(server, 20), f"the temporary server (pid {server[0]}) outlived its command"
     assert gone(watcher, 10), "the watcher outlived the server"
+
+
+def descendants(pid: int) -> list[int]:
+    tree, found = {}, []
+    for p, ppid, _ in processes():
+        tree.setdefault(ppid, []).append(p)
+    stack = [pid]
+    while stack:
+        for child in tree.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def test_pucl_ui_stopped_by_sigterm_ends_the_mlflow_server_tree(tmp_path):
+    """`kill PID` (a service manager's stop) of `pucl ui` leaves no mlflow, uvicorn or
+    job-consumer process serving the port. (A SIGKILL of it ends the same process group
+    through the watcher: test_a_killed_command_ends_its_process_group.)"""
+    import socket
+    import urllib.request
+
+    from tests.conftest import ROOT, new_store
+
+    (tmp_path / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PUCL_ROOT": str(tmp_path),
+           "MLFLOW_TRACKING_URI": new_store(tmp_path / "mlflow.db")}
+    proc = subprocess.Popen([sys.executable, "-m", "pucl.cli", "ui", "--port", str(port)],
+                            env=env, cwd=tmp_path, stdout=subprocess.DEVNULL)
+    tree: list[int] = []
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # until the UI answers
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            assert proc.poll() is None, "pucl ui ended on its own"
+            time.sleep(0.5)
+        else:
+            pytest.fail("the MLflow UI never answered")
+        tree = descendants(proc.pid)
+        assert any("mlflow" in cmd for p, _, cmd in processes() if p in tree)
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert gone(tree, 40), [cmd for p, _, cmd in processes() if p in tree]
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+    finally:
+        proc.kill()
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+# Starts a process group the way `pucl ui` and `pucl repro` start theirs, then waits.
+GROUP_COMMAND = """
+import subprocess, time
+from pucl.flows._reaper import watch
+group = subprocess.Popen(["sh", "-c", "sleep 300 & sleep 300"], start_new_session=True)
+watch(group.pid, group=True)
+time.sleep(1)
+print("ready", group.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_killed_command_ends_its_process_group():
+    proc = subprocess.Popen([sys.executable, "-c", GROUP_COMMAND], stdout=subprocess.PIPE,
+                            text=True)
+    word, leader = proc.stdout.readline().split()
+    assert word == "ready"
+    members = [int(leader), *descendants(int(leader))]
+    assert len(members) >= 2  # the group's leader and the sleep it started
+    proc.kill()
+    proc.wait()
+    try:
+        assert gone(members, 20), "the group outlived its command"
+    finally:
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

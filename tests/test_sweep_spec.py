@@ -86,7 +86,7 @@ def test_overrides_set_nested_values_without_touching_the_input():
     assert raw["pretrain"]["augment"]["degrees"] == 10.0
     with pytest.raises(ParamsError, match="'pretrain.loss' is a value"):
         apply_overrides(raw, {"pretrain.loss.x": 1})
-    with pytest.raises(ParamsError, match="did you mean 'temperature'"):
+    with pytest.raises(ParamsError, match="did you mean 'pretrain.temperature'"):
         parse_params(apply_overrides(raw, {"pretrain.temprature": 0.1}))
 
 
@@ -118,8 +118,12 @@ def test_grouped_comparison_is_mean_and_population_std():
         assert table.loc[loss, "accuracy"] == pytest.approx(values.mean())
         assert table.loc[loss, "accuracy_std"] == pytest.approx(values.std())
         assert table.loc[loss, "n"] == 3
-    with pytest.raises(ValueError, match="unknown parameter 'pretrain.los'"):
+    with pytest.raises(ValueError) as typo:
         comparison_table(runs_frame(_records()), by=["pretrain.los"])
+    # the close name, and the params that differ, not every param of params.yaml
+    assert str(typo.value).startswith("unknown parameter 'pretrain.los' for --by; did you "
+                                      "mean 'pretrain.loss'? (params that differ between "
+                                      "these runs: pretrain.loss, base.seed;")
 
 
 def test_empty_comparison_has_no_rows():

@@ -127,7 +127,8 @@ def _describe(error: dict[str, Any]) -> str:
         return error["msg"].removeprefix("Value error, ")
     message = error["msg"].removeprefix("Value error, ")
     if message.startswith("unknown parameter '"):  # a misspelt field of a method section
-        return message.replace("unknown parameter '", f"unknown parameter '{key}.", 1)
+        return (message.replace("unknown parameter '", f"unknown parameter '{key}.", 1)
+                .replace("did you mean '", f"did you mean '{key}.", 1))
     if isinstance(error.get("input"), dict):  # a rule across fields of one section
         return f"invalid section '{key}': {message}"
     return f"invalid parameter '{key}' = {error.get('input')!r}: {error['msg']}"

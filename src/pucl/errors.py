@@ -1,4 +1,14 @@
-"""Errors a user can cause. The CLI and stages print them as one line and exit 2."""
+"""Errors a user can cause. The CLI and stages print them as one line and exit 2, with
+the traceback above it when PUCL_DEBUG=1."""
+
+import os
+
+DEBUG_ENV = "PUCL_DEBUG"
+
+
+def debugging() -> bool:
+    """PUCL_DEBUG is set (not empty or 0): show tracebacks of user errors too."""
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
 
 
 class PuclError(ValueError):
@@ -27,5 +37,11 @@ def did_you_mean(name: object, allowed) -> str:
 def unknown_parameter(key: str, allowed, also: str = "") -> str:
     """The one-line message for a misspelt or unknown params key."""
     allowed = list(allowed)
-    return (f"unknown parameter '{key}'{did_you_mean(key.rsplit('.', 1)[-1], allowed)} "
+    section, _, name = key.rpartition(".")
+    # the suggestion spelt as the key was: 'pretrain.temperature', not 'temperature'
+    in_section = [f"{section}.{a}" if section else a for a in allowed]
+    close = did_you_mean(name, allowed)
+    if close:
+        close = did_you_mean(key, in_section) or close
+    return (f"unknown parameter '{key}'{close} "
             f"(allowed here: {', '.join(allowed)}{also})")

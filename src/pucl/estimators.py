@@ -27,6 +27,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from pucl.classify.heads import rebuild
 from pucl.classify.objectives import TrainingRows
+from pucl.data.inputs import as_model_input
 from pucl.errors import ParamsError
 from pucl.recipe import Recipe, seed_everything
 from pucl.recipe.classifier import fit_classifiers
@@ -253,13 +254,13 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         return self._recipe()
 
     def _inputs(self, X: Any, reset: bool) -> np.ndarray:
-        """float32 [n, d] features or [n, c, h, w] images (uint8 pixels kept as uint8)."""
+        """float32 [n, d] features or [n, c, h, w] images (uint8 pixels kept as uint8):
+        the inputs pucl.data.inputs accepts, as the pipeline's npz loader does."""
         arr = np.asarray(X) if not hasattr(X, "iloc") else X
-        if getattr(arr, "ndim", 2) == 4:
+        if getattr(arr, "ndim", 2) in (3, 4):
+            arr = as_model_input(arr, "X")
             arr = validate_data(self, arr, reset=reset, allow_nd=True, ensure_2d=False,
                                 dtype=None)
-            if arr.dtype != np.uint8:
-                arr = arr.astype(np.float32)
             return np.ascontiguousarray(arr)  # views such as x[..., ::-1] included
         arr = validate_data(self, X, reset=reset, dtype=[np.float32, np.float64],
                             ensure_min_samples=4 if reset else 1)
@@ -296,9 +297,10 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     # -- learning ----------------------------------------------------------------------
 
     def fit(self, X: Any, y: Any) -> PUClassifier:
-        """X: images [n, c, h, w] (uint8, or floats in [0, 1]) or features [n, d]; y: the PU
-        labels s, 1 = labelled positive and 0 = unlabeled (of two other labels, the greater
-        marks the labelled positives, as scikit-learn's pos_label)."""
+        """X: images [n, h, w] or [n, c, h, w] (uint8, or floats in [0, 1]) or features
+        [n, d] (pucl.data.inputs); y: the PU labels s, 1 = labelled positive and 0 =
+        unlabeled (of two other labels, the greater marks the labelled positives, as
+        scikit-learn's pos_label)."""
         recipe = self._check_params()
         x = self._inputs(X, reset=True)
         self.classes_, s = self._pu_labels(y, len(x))

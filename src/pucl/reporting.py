@@ -98,8 +98,13 @@ def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFram
         return pd.DataFrame(columns=["run", *metrics])
     unknown = [b for b in by if b not in frame.columns]
     if unknown:
-        allowed = ", ".join(sorted(param_columns(frame)))
-        raise ValueError(f"unknown parameter {unknown[0]!r} for --by (runs have: {allowed})")
+        from pucl.errors import did_you_mean
+
+        differ = varying_params(frame)
+        raise ValueError(f"unknown parameter {unknown[0]!r} for --by"
+                         f"{did_you_mean(unknown[0], param_columns(frame))} (params that "
+                         f"differ between these runs: {', '.join(differ) or 'none'}; any "
+                         f"of the {len(param_columns(frame))} params of params.yaml works)")
     gamma = ["gamma"] if frame["gamma"].notna().any() else []
     derived = [c for c in DERIVED if c in frame]
     if not by:

@@ -1,7 +1,9 @@
-"""Scoring with a registered classifier: read inputs, run the model (an MLflow pyfunc,
-loaded by `pucl.tracking.registry`) over them in batches, and write scores and labels.
+"""Scoring with a trained classifier: find the model (`open_model`: a registered version,
+a pipeline run's directory or name, an MLflow URI), read inputs, run the model over them
+in batches, and write scores and labels.
 
-Needs no project data: only the inputs and a tracking store that holds the model. The
+Needs no project data: only the inputs and the model (a tracking store that holds it, or
+the files of the run that trained it). The
 label rule is one threshold on the score (`THRESHOLD`): the classifier is trained to
 output the posterior P(y = 1 | x) (docs/production.md), so 0.5 is the Bayes rule for
 accuracy; `--threshold` moves it for another trade-off of precision and recall.
@@ -16,13 +18,88 @@ from typing import Any
 import numpy as np
 
 from pucl.data.augment import unit_scale
-from pucl.data.own import IMAGE_SUFFIXES, _as_images_or_features, _image_files, _read_images
-from pucl.data.tracked import read_npz
+from pucl.data.inputs import as_model_input
+from pucl.data.own import IMAGE_SUFFIXES, _image_files, _read_images, read_npz
 from pucl.errors import DataError
+from pucl.tracking.registry import ModelNotFound
 
 THRESHOLD = 0.5
 BATCH_ROWS = 512
 OUTPUT_SUFFIXES = (".csv", ".parquet")
+
+
+MODEL_FORMS = ("NAME", "NAME@ALIAS", "NAME/VERSION", "a run directory", "a run name",
+               "runs:/RUN_ID/classifier", "models:/...")
+
+
+class RunClassifier:
+    """The classifier in a finished run's files, scored as a pyfunc model is
+    (`predict` on float32 numpy rows)."""
+
+    def __init__(self, module: Any, in_shape: tuple[int, ...]):
+        self.module, self.in_shape = module, in_shape
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return self.module(torch.as_tensor(x)).numpy()
+
+
+def open_run(directory: Path) -> RunClassifier:
+    """The classifier a pipeline run trained: a run directory of `pucl run` (with its
+    params.yaml snapshot), or the project itself after `pucl repro`."""
+    from pucl.artifacts import classifier_features, load_classifier, load_models
+    from pucl.config import load_params
+    from pucl.recipe import Recipe
+    from pucl.recipe.served import served_classifier
+
+    if not (directory / "params.yaml").is_file():
+        raise ModelNotFound(f"--model {directory}: not a pipeline run (no params.yaml; "
+                            "`pucl run` writes one in each run directory)")
+    params = load_params(directory / "params.yaml")
+    head = directory / params.paths.classifier / "head.pt"
+    if not head.is_file():
+        raise ModelNotFound(f"--model {directory}: the run has no trained classifier "
+                            f"({head} is missing: did it finish?)")
+    models = load_models(directory / params.paths.pretrain / "model.pt")
+    in_shape = tuple(models[0].in_shape)
+    module = served_classifier(Recipe.of(params), load_classifier(head, models),
+                               classifier_features(head), images=len(in_shape) == 3)
+    return RunClassifier(module, in_shape)
+
+
+def open_model(reference: str, uri: str | None, runs: Path | None = None) -> tuple[Any, str]:
+    """A model to score with and how to name it. `reference` is a run directory, an MLflow
+    URI, a registered model (NAME, NAME@ALIAS, NAME/VERSION) or a pipeline run's name
+    (its directory under `runs`, else its logged classifier in the store at `uri`)."""
+    from pucl import tracking
+
+    if reference.startswith(("runs:/", "models:/")):
+        if uri is None:
+            raise ModelNotFound(f"--model {reference}: give the store (--tracking-uri)")
+        return tracking.load_uri(uri, reference), reference
+    path = Path(reference).expanduser()
+    if path.is_dir():
+        return open_run(path.resolve()), f"run {path}"
+    client, registry_error = None, None
+    if uri is not None:
+        client = tracking.open_registry(uri)  # unusable: that is the one line to show
+        try:
+            name, version = tracking.resolve_version(client, reference)
+            return tracking.load_version(uri, name, version), f"{name} v{version}"
+        except tracking.ModelNotFound as exc:
+            registry_error = str(exc)
+    if runs is not None and (runs / reference).is_dir():
+        return open_run((runs / reference).resolve()), f"run {reference}"
+    if client is not None:
+        logged = tracking.pipeline_run_models(client, reference)
+        if logged:
+            return tracking.load_uri(uri, logged[0]), f"run {reference} ({logged[0]})"
+    where = f" (in {runs} or the store)" if runs is not None else " in the store"
+    raise ModelNotFound(f"--model {reference!r}: {registry_error or 'no MLflow store given'}, "
+                        f"and no pipeline run of that name{where}; give one of "
+                        f"{', '.join(MODEL_FORMS)}")
 
 
 @dataclass(frozen=True)
@@ -50,13 +127,16 @@ def read_inputs(path: Path) -> Inputs:
         x = arrays["x"]
         if len(x) == 0:
             raise DataError(f"{path}: x has 0 rows; nothing to score")
-        x = _as_images_or_features(x, f"{path}: x")
+        x = as_model_input(x, f"{path}: x")
         ids = [str(i) for i in range(len(x))]
     return Inputs(ids, unit_scale(x).astype(np.float32))
 
 
 def input_shape(model: Any) -> tuple[int, ...] | None:
-    """The per-row shape the model's signature declares (None without one)."""
+    """The per-row shape the model takes: a run's own, or what an MLflow model's
+    signature declares (None without one)."""
+    if isinstance(model, RunClassifier):
+        return model.in_shape
     schema = model.metadata.get_input_schema()
     if schema is None or not schema.inputs:
         return None

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from pucl import tracking
 from pucl.environment import quiet_defaults
-from pucl.errors import PuclError
+from pucl.errors import PuclError, debugging
 
 app = typer.Typer(help="Contrastive PU learning pipeline (DVC stages, MLflow tracking).",
                   no_args_is_help=True, add_completion=False)
@@ -27,8 +27,14 @@ SetOption = Annotated[list[str] | None, typer.Option(
 
 
 def _fail(message: str, code: int = 2) -> None:
+    """One line on stderr and exit `code`; under PUCL_DEBUG=1 the traceback of the error
+    being handled comes first."""
     from rich.markup import escape
 
+    if debugging() and sys.exc_info()[0] is not None:
+        import traceback
+
+        traceback.print_exc()
     err.print(f"[red]pucl: error:[/red] {escape(message)}", highlight=False)
     raise typer.Exit(code)
 
@@ -141,6 +147,15 @@ def _frame_table(frame, title: str) -> Table:
     for row in frame.itertuples(index=False):
         table.add_row(*(format_cell(v) for v in row))
     return table
+
+
+def _score_hint(directory: Path) -> str:
+    """How to score new inputs with the classifier a run wrote under `directory`."""
+    try:
+        shown = str(Path(directory).resolve().relative_to(Path.cwd().resolve())) or "."
+    except ValueError:
+        shown = str(directory)
+    return f"score new inputs with it: pucl predict NEW.npz --out scores.csv --model {shown}"
 
 
 def _split_list(text: str | None) -> list[str]:

@@ -264,7 +264,8 @@ def compare(
         "--out", help="where to write comparison.csv/.md and the figure")] = None,
 ) -> None:
     """Compare finished pipeline runs: params that differ, key test metrics, and accuracy
-    against gamma = n_p / n_u per objective (logged to the sweep's parent run)."""
+    against gamma = n_p / n_u per value of the first --by param (default: the
+    pretraining loss). Reads the store, changes nothing in it; writes files under --out."""
     from pucl.comparison import compare_runs, find_sweep, pipeline_runs
     from pucl.stages.runner import resolve_params
 
@@ -273,24 +274,17 @@ def compare(
         params = resolve_params(root)
         uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
         name = experiment or params.tracking.experiment
-        try:
-            store = tracking.open_store(uri, name, root)
-        except Exception as exc:
-            _fail(f"cannot open the MLflow store {uri}: {type(exc).__name__}: "
-                  f"{str(exc).splitlines()[0] if str(exc) else ''}")
-        log_to = None
+        store = tracking.read_store(uri, name)
         if sweep_ref:
             found = find_sweep(store, sweep_ref)
             runs = pipeline_runs(store, found.run_id)
-            log_to = store.attach(found.run_id)
             title = found.name
             target = out_dir or root / params.paths.runs / found.tags.get("sweep", found.name)
         else:
             runs = pipeline_runs(store)
             title = f"experiment {name}"
             target = out_dir or root / params.paths.runs / "comparison"
-        result = compare_runs(runs, target.resolve(), _split_list(by), title=title,
-                              log_to=log_to)
+        result = compare_runs(runs, target.resolve(), _split_list(by), title=title)
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
     from pucl.reporting import with_std

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from pucl.cli._common import (
     _preset_overrides,
     _project,
     _run_flow,
+    _score_hint,
     _validated_overrides,
     app,
     err,
@@ -91,39 +91,49 @@ def repro(
     table = _metrics_table(root / params.paths.evaluate / "metrics.json")
     if table is not None:
         out.print(table)
+        out.print(_score_hint(root))
     out.print(f"MLflow store: {uri}  (open it with `pucl ui`)")
 
 
 def _call_as_group(cmd: list[str], **popen) -> int:
-    """Run `cmd` in a process group of its own and return its exit code. When this
-    process is stopped (Ctrl-C, SIGTERM), stop the whole group (dvc and the stage it runs),
-    so no stage trains on as an orphan; the stage closes its MLflow run as KILLED."""
+    """Run `cmd` in a process group of its own and return its exit code. However this
+    process ends (Ctrl-C, SIGTERM, killed), the whole group ends too (dvc and the stage it
+    runs; the MLflow server and its workers), so nothing runs on as an orphan; a stage
+    closes its MLflow run as KILLED."""
+    from pucl.flows._reaper import stop, watch
+
+    end_on_sigterm()  # SIGTERM unwinds through the `except` below, as Ctrl-C does
     proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+    watcher = watch(proc.pid, group=True)  # for a SIGKILL of this process
     try:
         return proc.wait()
-    except BaseException:  # SIGTERM, not SIGINT: a background job ignores SIGINT
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+    except BaseException:  # SIGTERM, not SIGINT, to the group: a background job ignores SIGINT
+        stop(proc.pid, grace=30, group=True)
         raise
+    finally:
+        watcher.kill()
+        watcher.wait()
 
 
 @app.command()
 def ui(
     port: Annotated[int, typer.Option(help="port on localhost")] = 5000,
 ) -> None:
-    """Start the MLflow UI on localhost for this project's tracking store."""
-    root = tracking.project_root()
-    params = load_params(root / "params.yaml")
-    uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
-    # opening the store marks the experiment as model training, so the UI shows its runs
-    # table (not the GenAI overview); the link goes straight to it
-    store = tracking.try_open_store(uri, params.tracking.experiment, root)
-    page = f"#/experiments/{store.experiment_id}" if store else ""
+    """Start the MLflow UI on localhost for this project's tracking store (reads it,
+    changes nothing in it)."""
+    root = _project()
+    try:
+        params = load_params(root / "params.yaml")
+        uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
+        try:  # the link goes straight to the experiment's runs table
+            store = tracking.read_store(uri, params.tracking.experiment)
+            page = f"#/experiments/{store.experiment_id}"
+        except tracking.UnknownExperiment:
+            page = ""
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
     out.print(f"MLflow UI for {uri} at http://127.0.0.1:{port}/{page} (Ctrl-C to stop)")
-    raise typer.Exit(subprocess.call(
+    raise typer.Exit(_call_as_group(
         [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
          "--host", "127.0.0.1", "--port", str(port)], cwd=root))
 
@@ -171,6 +181,7 @@ def run_cmd(
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     out.print(table)
     out.print(f"outputs: {summary['workdir']}")
+    out.print(_score_hint(Path(summary["workdir"])))
     if summary["mlflow_run_id"]:
         out.print(f"MLflow parent run: {summary['mlflow_run_id']}  (pucl ui)")
 

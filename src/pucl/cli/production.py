@@ -183,15 +183,16 @@ def predict(
     inputs: Annotated[str, typer.Argument(help="npz with x, or a folder of images")],
     out_file: Annotated[str, typer.Option("--out", help="scores: .csv or .parquet")],
     model: Annotated[str | None, typer.Option(
-        help="NAME, NAME@ALIAS or NAME/VERSION (default: tracking.registered_model@champion)"
-    )] = None,
+        help="a registered model (NAME, NAME@ALIAS, NAME/VERSION), a pipeline run (its "
+             "directory, e.g. data/runs/NAME, or its name) or an MLflow URI (runs:/..., "
+             "models:/...); default: tracking.registered_model@champion")] = None,
     threshold: Annotated[float, typer.Option(
         help="label = 1 when the score P(y=1|x) is at least this")] = 0.5,
     tracking_uri: Annotated[str | None, typer.Option(
         help="MLflow store (default: MLFLOW_TRACKING_URI, else the project's)")] = None,
     progress: Annotated[bool, typer.Option(help="progress bar")] = True,
 ) -> None:
-    """Score new inputs with a registered classifier: one row per input with its score
+    """Score new inputs with a trained classifier: one row per input with its score
     P(y = 1 | x) and its label (score >= threshold)."""
     import os
 
@@ -200,31 +201,31 @@ def predict(
     if not 0.0 <= threshold <= 1.0:
         _fail(f"--threshold {threshold}: must be in [0, 1]")
     target = _typed(out_file)
-    uri, reference = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"), model
+    uri, reference, runs = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"), model, None
+    if uri is not None and "://" not in uri:
+        uri = tracking.resolve_tracking_uri(uri, Path.cwd())
     root = tracking.project_root()
-    if uri is None or reference is None:  # the project's settings, when run inside one
+    if (root / "params.yaml").exists():  # the project's settings, when run inside one
         from pucl.config import load_params
 
-        if not (root / "params.yaml").exists():
-            _fail("outside a project: give --tracking-uri (or MLFLOW_TRACKING_URI) and "
-                  "--model NAME@ALIAS")
         try:
             params = load_params(root / "params.yaml")
         except PuclError as exc:
             _fail(str(exc), exc.exit_code)
         uri = uri or tracking.resolve_tracking_uri(params.tracking.uri, root)
         reference = reference or f"{params.tracking.registered_model}@{tracking.CHAMPION}"
-    elif "://" not in uri:
-        uri = tracking.resolve_tracking_uri(uri, Path.cwd())
+        runs = root / params.paths.runs
+    elif reference is None:
+        _fail("outside a project: give --model (a run directory, NAME@ALIAS with "
+              "--tracking-uri, or an MLflow URI)")
     try:
         serving.check_output(target)
         data = serving.read_inputs(_typed(inputs))
-        name, version = tracking.resolve_version(tracking.open_registry(uri), reference)
-        classifier = tracking.load_version(uri, name, version)
-        scores = serving.score(classifier, data.x, progress, f"{name} v{version}")
+        classifier, label = serving.open_model(reference, uri, runs)
+        scores = serving.score(classifier, data.x, progress, label)
         serving.write_scores(target, data, scores, threshold)
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
     positive = int((scores >= threshold).sum())
-    out.print(f"{len(scores)} rows scored with {name} v{version}: {positive} labelled 1 "
+    out.print(f"{len(scores)} rows scored with {label}: {positive} labelled 1 "
               f"(score >= {threshold:g}) -> {target}")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pucl.data.inputs import as_model_input, as_stored_pixels
 from pucl.data.registry import ImageData, register
 from pucl.errors import DataError
 
@@ -46,21 +47,9 @@ def _need_path(path: str | None, kind: str) -> Path:
 
 
 def _as_images_or_features(x: np.ndarray, what: str) -> np.ndarray:
-    """uint8 images -> [n, c, h, w]; real-valued 2-D features -> float32 [n, d]."""
-    if x.dtype == np.uint8:
-        if x.ndim == 3:
-            return x[:, None]
-        if x.ndim == 4:
-            return x
-        raise DataError(f"{what}: uint8 images must be [n, h, w] or [n, c, h, w], got "
-                        f"{list(x.shape)}")
-    if np.issubdtype(x.dtype, np.number) and x.ndim == 2:
-        x = x.astype(np.float32)
-        if not np.isfinite(x).all():
-            raise DataError(f"{what}: features hold NaN or infinite values")
-        return x
-    raise DataError(f"{what}: expected uint8 images or numeric features [n, d], got "
-                    f"{x.dtype} {list(x.shape)}")
+    """uint8 images [n, c, h, w] (floats in [0, 1] rounded to 8-bit pixels) or float32
+    feature rows [n, d]: what pucl.data.inputs accepts, as the pipeline stores it."""
+    return as_stored_pixels(as_model_input(x, what))
 
 
 def _binary(values: np.ndarray, what: str, allowed: tuple[int, ...]) -> np.ndarray:
@@ -129,15 +118,24 @@ def _hold_out(x, y, pu, test_fraction: float, seed: int, source: str):
     return x[keep], y[keep], pu[keep], x[np.sort(test)], y[np.sort(test)]
 
 
+def read_npz(file: Path) -> dict[str, np.ndarray]:
+    import zipfile
+
+    if file.is_file() and not zipfile.is_zipfile(file):  # numpy would say "pickled"
+        raise DataError(f"{file} is not an .npz archive (numpy writes one with "
+                        "np.savez(path, x=..., pu=...))")
+    try:
+        with np.load(file, allow_pickle=False) as archive:
+            return {k: archive[k] for k in archive.files}
+    except Exception as exc:  # zipfile / numpy errors name the problem
+        raise DataError(f"cannot read {file} as .npz: {type(exc).__name__}: {exc}") from None
+
+
 @register("npz", tasks=("given",), classes=None, image_shape=None, needs_path=True)
 def load_npz(path: str | None = None, test_fraction: float = 0.2, seed: int = 0,
              **_ignored) -> ImageData:
     file = _need_path(path, "npz")
-    try:
-        with np.load(file, allow_pickle=False) as archive:
-            arrays = {k: archive[k] for k in archive.files}
-    except Exception as exc:  # zipfile / numpy errors name the problem
-        raise DataError(f"cannot read {file} as .npz: {type(exc).__name__}: {exc}") from None
+    arrays = read_npz(file)
     for key in ("x", "pu"):
         if key not in arrays:
             raise DataError(f"{file} has no array '{key}' (has {sorted(arrays)}; "

@@ -96,7 +96,8 @@ def check_data_root(name: str, root: str | None) -> None:
         return
     if not root or not os.path.exists(root):
         raise DataError(f"data root {root} does not exist: dataset '{name}' is read from "
-                        "there (set paths.data_root)")
+                        "there (set paths.data_root to where its files are, or "
+                        "data.download: true to fetch them; docs/datasets.md)")
     if not os.path.isdir(root) or not os.access(root, os.R_OK | os.X_OK):
         raise DataError(f"data root {root} is not a readable directory (dataset '{name}', "
                         "paths.data_root)")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pucl.data.own import UNKNOWN, _as_images_or_features, _binary
+from pucl.data.own import UNKNOWN, _as_images_or_features, _binary, read_npz
 from pucl.data.registry import ImageData, register
 from pucl.errors import DataError
 
@@ -49,14 +49,6 @@ def batch_files(directory: str | Path) -> list[Path]:
 
 def is_initialised(directory: str | Path) -> bool:
     return (Path(directory) / HOLDOUT).exists() and bool(batch_files(directory))
-
-
-def read_npz(file: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(file, allow_pickle=False) as archive:
-            return {k: archive[k] for k in archive.files}
-    except Exception as exc:  # zipfile / numpy errors name the problem
-        raise DataError(f"cannot read {file} as .npz: {type(exc).__name__}: {exc}") from None
 
 
 def check_batch(arrays: dict[str, np.ndarray], source: str, like: np.ndarray | None = None,

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pucl.errors import PuclError
+from pucl.errors import PuclError, debugging
+from pucl.flows._reaper import watch
 
 
 class _UserErrorsInOneLine(logging.Filter):
@@ -32,7 +31,7 @@ class _UserErrorsInOneLine(logging.Filter):
 
 def quiet_user_errors() -> None:
     """Drop tracebacks of user errors from Prefect's log output (unless PUCL_DEBUG=1)."""
-    if os.environ.get("PUCL_DEBUG", "") not in ("", "0"):
+    if debugging():
         return
     from prefect.logging.configuration import setup_logging
 
@@ -67,7 +66,7 @@ def prefect_api() -> Iterator[str]:
 
     server = SubprocessASGIServer()  # the instance Prefect's ephemeral client would use
     server.start()
-    reaper = _watch_for_death(server.server_process.pid)
+    reaper = watch(server.server_process.pid)  # stops it if this process is killed
     os.environ["PREFECT_API_URL"] = server.api_url
     try:
         with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
@@ -78,12 +77,3 @@ def prefect_api() -> Iterator[str]:
         reaper.kill()  # this exit stops the server itself
         reaper.wait()
         server.stop()
-
-
-def _watch_for_death(server_pid: int) -> subprocess.Popen:
-    """Start the watcher that stops the server if this process is killed before its
-    clean-up runs (`pucl.flows._reaper`). Its stdin is a pipe only this process writes
-    to, so the pipe closes exactly when this process ends."""
-    return subprocess.Popen([sys.executable, "-m", "pucl.flows._reaper", str(server_pid)],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            close_fds=True)

@@ -18,7 +18,7 @@ from typing import Any
 from pucl import tracking
 from pucl.config import Params, load_params
 from pucl.environment import quiet_defaults
-from pucl.errors import PuclError
+from pucl.errors import DEBUG_ENV, PuclError, debugging
 from pucl.interrupts import end_on_sigterm, run_status
 from pucl.recipe.checks import check_methods, chosen_settings
 from pucl.runtime import configure
@@ -27,7 +27,6 @@ from pucl.stages import NUMPY_ONLY_STAGES, STAGES
 from pucl.stages._context import StageContext
 
 PARAMS_ENV = "PUCL_PARAMS"
-DEBUG_ENV = "PUCL_DEBUG"
 
 
 def params_path(root: Path) -> Path:
@@ -152,7 +151,7 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
 
 def main_for(name: str, run: Callable[[StageContext], dict]) -> None:
     """Command-line entry: one line on stderr and exit 2 for user errors, 1 otherwise."""
-    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    debug = debugging()
     try:
         execute(name, run)
     except PuclError as exc:

@@ -23,7 +23,6 @@ from sklearn.decomposition import PCA
 from sklearn.manifold import TSNE
 
 from pucl.artifacts import classifier_features, load_classifier, load_models
-from pucl.classify.deployable import ServedClassifier
 from pucl.data.augment import make_augment, unit_scale
 from pucl.data.registry import class_name
 from pucl.diagnostics import ablation_metrics, oracle_metrics, representation_metrics
@@ -33,7 +32,8 @@ from pucl.figures import class_errors_figure, embedding_figure, roc_figure
 from pucl.io import read_table, save_figure, write_json, write_table
 from pucl.metrics import classification_metrics, errors_by_class, roc_points
 from pucl.recipe import Recipe
-from pucl.recipe.scoring import member_scores, scoring_parts, view_features
+from pucl.recipe.scoring import member_scores, view_features
+from pucl.recipe.served import served_classifier
 from pucl.runtime import resolve_device
 from pucl.stages._context import LABEL_COLUMNS, PRIOR_REPORT, StageContext
 from pucl.validation import suites
@@ -93,11 +93,8 @@ def run(ctx: StageContext) -> dict:
         ctx.run.log_artifact(ctx.path("evaluate", name))
     # the deployable classifier (encoders + heads, with the test-time views) as an MLflow
     # model with its signature
-    parts = scoring_parts(members, reads)
-    ctx.run.log_pytorch_model(
-        ServedClassifier(*parts[0], mirror=p.tta == "hflip", shift=p.tta_shift if x_test.ndim == 4
-                     else 0, others=parts[1:]).eval(), "classifier",
-        unit_scale(x_test[:8]).astype(np.float32))
+    ctx.run.log_pytorch_model(served_classifier(recipe, members, reads, x_test.ndim == 4),
+                              "classifier", unit_scale(x_test[:8]).astype(np.float32))
     return metrics
 
 

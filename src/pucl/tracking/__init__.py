@@ -12,7 +12,7 @@ per stage (`kind=stage`); a sweep adds a parent above its pipelines (`kind=sweep
 - `runs`: one run (`Run`), writing params, metrics, tags, artefacts and models;
 - `store`: the store and experiment (`Store`, `open_store`, `tracked_run`, the registry);
 - `dvc`: the parent run shared by the stages of one `dvc repro`;
-- `registry`: model references (NAME@ALIAS) and loading a registered version.
+- `registry`: model references (NAME@ALIAS, run names, URIs) and loading them.
 """
 
 from pucl.tracking.dvc import dvc_invocation, invocation_parent
@@ -27,10 +27,11 @@ from pucl.tracking.location import (
 from pucl.tracking.registry import (
     CHAMPION,
     ModelNotFound,
-    StoreUnavailable,
+    load_uri,
     load_version,
     open_registry,
     parse_reference,
+    pipeline_run_models,
     resolve_version,
     use_tracking_uri,
 )
@@ -38,15 +39,19 @@ from pucl.tracking.runs import PARENT_RUN_ENV, TRACKING_ENV, Run, first_line, tr
 from pucl.tracking.store import (
     RunRecord,
     Store,
+    StoreUnavailable,
+    UnknownExperiment,
     open_store,
+    read_store,
     run_in,
     tracked_run,
     try_open_store,
 )
 
-__all__ = ["CHAMPION", "PARENT_RUN_ENV", "ROOT_ENV", "TRACKING_ENV", "ModelNotFound", "Run",
-           "RunRecord", "Store", "StoreUnavailable", "dvc_invocation", "file_digest", "first_line",
-           "git_commit", "invocation_parent", "load_version", "open_registry", "open_store",
-           "parse_reference", "project_root", "resolve_tracking_uri", "resolve_version",
-           "run_in", "standard_tags", "tracked_run", "tracking_disabled", "try_open_store",
-           "use_tracking_uri"]
+__all__ = ["CHAMPION", "PARENT_RUN_ENV", "ROOT_ENV", "TRACKING_ENV", "ModelNotFound",
+           "Run", "RunRecord", "Store", "StoreUnavailable", "UnknownExperiment", "dvc_invocation",
+           "file_digest", "first_line", "git_commit", "invocation_parent", "load_uri",
+           "load_version", "open_registry", "open_store", "parse_reference",
+           "pipeline_run_models", "project_root", "read_store", "resolve_tracking_uri",
+           "resolve_version", "run_in", "standard_tags", "tracked_run",
+           "tracking_disabled", "try_open_store", "use_tracking_uri"]

@@ -1,6 +1,6 @@
 """The MLflow model registry as pucl uses it: model references (NAME, NAME@ALIAS,
-NAME/VERSION) resolved to a version with one-line errors, and loading a version as a
-pyfunc model."""
+NAME/VERSION) resolved to a version with one-line errors, the classifier a pipeline run
+logged, and loading either as a pyfunc model."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 from pucl.errors import PuclError
 from pucl.tracking.runs import first_line
+from pucl.tracking.store import StoreUnavailable, existing_client
 
 CHAMPION = "champion"
 _REFERENCE = re.compile(r"^(?P<name>[^@/]+)(?:@(?P<alias>[^@/]+)|/(?P<version>\d+))?$")
@@ -21,26 +22,13 @@ class ModelNotFound(PuclError):
     """The model reference names no registered model, alias or version."""
 
 
-class StoreUnavailable(PuclError):
-    """The MLflow store cannot be read (down, locked, not a store)."""
-
-
 def open_registry(uri: str) -> Any:
     """An MlflowClient on `uri` that has answered once, or one line saying why not."""
-    from mlflow.tracking import MlflowClient
-
-    from pucl.tracking.store import _configure_http
-
-    _configure_http()
-    if uri.startswith("sqlite:///"):  # reading must not create an empty store on a typo
-        from pathlib import Path
-
-        file = Path(uri[len("sqlite:///"):])
-        if not file.is_file():
-            raise StoreUnavailable(f"MLflow store {uri}: {file} does not exist")
     try:
-        client = MlflowClient(tracking_uri=uri)
+        client = existing_client(uri)
         client.search_registered_models(max_results=1)
+    except StoreUnavailable:
+        raise
     except Exception as exc:
         raise StoreUnavailable(f"MLflow store {uri} cannot be used ({first_line(exc)})"
                                ) from None
@@ -105,3 +93,59 @@ def load_version(uri: str, name: str, version: str) -> Any:
         return mlflow.pyfunc.load_model(f"models:/{name}/{version}")
 
 
+
+
+def load_uri(uri: str, model_uri: str) -> Any:
+    """A model by MLflow URI (runs:/RUN_ID/PATH, models:/NAME/VERSION, models:/MODEL_ID)
+    as a pyfunc model, or one line saying why not. runs:/RUN_ID also names the
+    classifier a pucl run logged: the stage run's own (its `model_uri` tag), or a pipeline
+    run's (its evaluate stage's)."""
+    import mlflow.pyfunc
+
+    if model_uri.startswith("runs:/"):
+        model_uri = _logged_by_run(open_registry(uri), model_uri)
+    try:
+        with use_tracking_uri(uri):
+            return mlflow.pyfunc.load_model(model_uri)
+    except Exception as exc:  # MlflowException, OSError: whatever the URI named is not there
+        raise ModelNotFound(f"model {model_uri} cannot be loaded from {uri} "
+                            f"({first_line(exc)})") from None
+
+
+def pipeline_run_models(client: Any, name: str) -> list[str]:
+    """The URIs of the classifiers logged by pipeline runs named `name` (kind=pipeline,
+    their evaluate stage's model), newest first, in every experiment of the store."""
+    if "'" in name:
+        return []
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    found = []
+    for parent in client.search_runs(
+            experiments, f"attributes.run_name = '{name}' and tags.kind = 'pipeline'",
+            order_by=["attributes.start_time DESC"]):
+        for stage in client.search_runs(
+                [parent.info.experiment_id],
+                f"tags.mlflow.parentRunId = '{parent.info.run_id}' and tags.stage = 'evaluate'"):
+            if stage.data.tags.get("model_uri"):
+                found.append(stage.data.tags["model_uri"])
+    return found
+
+
+def _logged_by_run(client: Any, model_uri: str) -> str:
+    """The model URI that runs:/RUN_ID[/PATH] stands for: the model the run (or, for a
+    pipeline run, its evaluate stage) logged; the URI itself for any other run."""
+    run_id = model_uri[len("runs:/"):].split("/", 1)[0]
+    try:
+        run = client.get_run(run_id)
+    except Exception:
+        raise ModelNotFound(f"model {model_uri}: no run {run_id!r} in the store") from None
+    if run.data.tags.get("model_uri"):
+        return run.data.tags["model_uri"]
+    if run.data.tags.get("kind") == "pipeline":
+        for stage in client.search_runs(
+                [run.info.experiment_id],
+                f"tags.mlflow.parentRunId = '{run_id}' and tags.stage = 'evaluate'"):
+            if stage.data.tags.get("model_uri"):
+                return stage.data.tags["model_uri"]
+        raise ModelNotFound(f"model {model_uri}: the pipeline run logged no classifier "
+                            "(did its evaluate stage finish, with tracking on?)")
+    return model_uri

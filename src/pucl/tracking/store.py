@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pucl.environment import quiet_defaults
+from pucl.errors import PuclError, did_you_mean
 from pucl.interrupts import run_status
 from pucl.tracking.location import standard_tags
 from pucl.tracking.runs import TRACKING_ENV, Run, _warn, first_line, tracking_disabled
@@ -148,6 +149,47 @@ def _configure_http() -> None:
 # The MLflow UI opens an experiment on the view of its kind; untagged ones land on the
 # GenAI overview. pucl trains models.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
+class StoreUnavailable(PuclError):
+    """The MLflow store cannot be read (down, locked, not a store, not created yet)."""
+
+
+class UnknownExperiment(PuclError):
+    """The store has no experiment of that name."""
+
+
+def existing_client(uri: str) -> Any:
+    """An MlflowClient on a store that already exists: reading must not create an empty
+    sqlite store where a path was mistyped or nothing ran yet."""
+    from mlflow.tracking import MlflowClient
+
+    _configure_http()
+    if uri.startswith("sqlite:///"):
+        file = Path(uri[len("sqlite:///"):])
+        if not file.is_file():
+            raise StoreUnavailable(f"MLflow store {uri}: {file} does not exist (runs create it: "
+                            "pucl run, pucl repro)")
+    return MlflowClient(tracking_uri=uri)
+
+
+def read_store(uri: str, experiment: str) -> Store:
+    """An existing experiment of an existing store, for reading: nothing is created or
+    tagged; an unknown experiment is one line naming the known ones."""
+    try:
+        client = existing_client(uri)
+        exp = client.get_experiment_by_name(experiment)
+        known = [] if exp else sorted(e.name for e in client.search_experiments())
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        raise StoreUnavailable(f"MLflow store {uri} cannot be read ({first_line(exc)})"
+                               ) from None
+    if exp is None:
+        raise UnknownExperiment(f"no experiment {experiment!r} in the MLflow store {uri}"
+                        f"{did_you_mean(experiment, known)} (experiments: "
+                        f"{', '.join(known) or 'none yet'})")
+    return Store(client, exp.experiment_id, uri)
 
 
 def open_store(uri: str, experiment: str, root: Path) -> Store:
