@@ -264,3 +264,13 @@ def test_missing_or_unreadable_data_root_is_named(tmp_path):
         assert len(registry.load_dataset("files-test", root=str(tmp_path)).x_train) == 4
     finally:
         registry.DATASETS.pop("files-test")
+
+
+def test_pucl_debug_shows_the_traceback_above_the_line(finished):
+    env = {"MLFLOW_TRACKING_URI": "sqlite:////proc/no-such-dir/mlflow.db"}
+    plain = invoke(PUCL + ["compare"], finished, env)
+    debug = invoke(PUCL + ["compare"], finished, {**env, "PUCL_DEBUG": "1"})
+    assert plain.returncode == debug.returncode == 2
+    assert "Traceback" not in plain.stderr
+    assert "Traceback" in debug.stderr and "StoreUnavailable" in debug.stderr
+    assert debug.stderr.strip().splitlines()[-1] == plain.stderr.strip()

@@ -200,6 +200,31 @@ def test_pu_classifier_refuses_bad_settings_in_fit(bad, message):
         PUClassifier(**{**FAST, **bad}).fit(x, s)
 
 
+@pytest.mark.parametrize("x, accepted", [
+    (np.zeros((8, 12, 12), np.uint8), True),            # [n, h, w]
+    (np.full((8, 1, 12, 12), 0.5, np.float32), True),   # floats in [0, 1]
+    (np.zeros((8, 12, 12, 3), np.uint8), False),         # channels-last
+    (np.full((8, 1, 12, 12), 255.0), False),             # floats that are 0-255 pixels
+    (np.zeros((8, 1, 12, 12), np.int16), False),
+])
+def test_the_estimator_and_the_npz_loader_take_the_same_inputs(x, accepted):
+    """One rule for both (pucl.data.inputs): what one refuses, the other refuses in the
+    same words; what one takes, the other takes."""
+    from pucl.data.own import _as_images_or_features
+    from pucl.errors import DataError
+
+    s = np.r_[np.ones(4), np.zeros(4)].astype(int)
+    clf = PUClassifier(**FAST)
+    if accepted:
+        assert _as_images_or_features(x, "x").shape == clf._inputs(x, reset=True).shape
+        return
+    with pytest.raises(DataError) as loader:
+        _as_images_or_features(x, "X")
+    with pytest.raises(DataError) as estimator:
+        clf.fit(x, s)
+    assert str(loader.value) == str(estimator.value)
+
+
 def test_pu_classifier_refuses_labels_that_are_not_pu_labels():
     x, _, s = tabular_pu(50)
     with pytest.raises(ValueError, match="Only binary classification is supported"):

@@ -15,12 +15,13 @@ from pucl.classify.neighbours import NeighbourHead
 
 
 def naive_smoothed(base: LinearHead, bank: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
-    """One row at a time, in float64: cosine similarities, a full sort, a plain mean."""
+    """One row at a time, in float64: cosine similarities, a full sort, a plain mean (the
+    head's own scores in one batch)."""
     bank_scores = base.positive_score(bank).astype(np.float64)
+    own_scores = base.positive_score(rows).astype(np.float64)
     unit_bank = bank / np.linalg.norm(bank, axis=1, keepdims=True)
     out = []
-    for row in rows:
-        own = float(base.positive_score(row[None])[0])
+    for own, row in zip(own_scores, rows, strict=True):
         similarity = unit_bank @ (row / np.linalg.norm(row))
         nearest = np.argsort(-similarity, kind="stable")[:k]
         out.append((own + bank_scores[nearest].sum()) / (k + 1))

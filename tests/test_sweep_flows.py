@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.helpers import STAGES, artifact_paths, children, run, runs
+from tests.helpers import STAGES, artifact_paths, children, runs
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -20,14 +20,26 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 GIVEN_PRIOR = {"prior.method": "given", "prior.value": 0.5}
 
 
+def compare(*args: str):
+    from typer.testing import CliRunner
+
+    from pucl.cli import app
+
+    result = CliRunner().invoke(app, ["compare", *args])
+    assert result.exit_code == 0, (result.output, result.stderr)
+    return result
+
+
 def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
-    from prefect.task_runners import ProcessPoolTaskRunner
+    """`--runner threads` (the process pools of pucl's default runner start their workers
+    in test_bench_... and test_points_sharing_...)."""
+    from prefect.task_runners import ThreadPoolTaskRunner
 
     from pucl.flows.sweep import sweep
 
     spec = {"name": "tiny", "seeds": [0, 1], "grid": {"split.n_p": [100, 200]},
             "set": {"pretrain.epochs": 1, **GIVEN_PRIOR}}
-    result = sweep.with_options(task_runner=ProcessPoolTaskRunner(max_workers=1))(
+    result = sweep.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))(
         spec=spec, project=str(flows_env["root"]))
     client = flows_env["client"]
     sweep_run = client.get_run(result["mlflow_run_id"])
@@ -45,15 +57,16 @@ def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
     assert {"comparison/comparison.csv", "comparison/accuracy_vs_gamma.png"} <= artifact_paths(
         client, result["mlflow_run_id"])
 
-    # `pucl compare` reads the sweep back from MLflow: one row per point.
-    shown = run([sys.executable, "-m", "pucl.cli", "compare", "--sweep", "tiny"], flows_env["root"])
+    # `pucl compare` reads the sweep back from MLflow: one row per point. (In this
+    # process: the command's own start is test_cli's.)
+    shown = compare("--sweep", "tiny")
     table = pd.read_csv(flows_env["root"] / "data/runs/tiny/comparison.csv")
     assert len(table) == 4
     assert {"split.n_p", "base.seed", "gamma", "accuracy"} <= set(table.columns)
     for name in table["run"]:
         assert name in shown.stdout
-    grouped = run([sys.executable, "-m", "pucl.cli", "compare", "--sweep", "tiny", "--by",
-                   "split.n_p", "--out", "grouped"], flows_env["root"])
+    grouped = compare("--sweep", "tiny", "--by", "split.n_p", "--out",
+                      str(flows_env["root"] / "grouped"))
     by_n_p = pd.read_csv(flows_env["root"] / "grouped/comparison.csv")
     assert list(by_n_p["n"]) == [2, 2] and "accuracy_std" in by_n_p
     for n_p, part in table.groupby("split.n_p"):

@@ -53,7 +53,8 @@ def test_an_empty_dataset_says_how_to_fill_it(tmp_path):
     ({"x": images(3, 0), "pu": [0, 1, 0], "y": [0, 0, 1]}, "labelled positive in pu but "
                                                            "negative in y"),
     ({"x": images(3, 0), "pu": [0, 1, 0], "y": [0, 1, 2]}, "y holds [2]"),
-    ({"x": images(3, 0).astype(np.int16), "pu": [0, 1, 0]}, "got int16 [3, 1, 8, 8]; allowed: images: uint8"),
+    ({"x": images(3, 0).astype(np.int16), "pu": [0, 1, 0]},
+     "got int16 [3, 1, 8, 8]; allowed: images: uint8"),
     ({"x": np.zeros((3, 1, 9, 9), np.uint8), "pu": [0, 1, 0]}, "[1, 9, 9] per row; the "
                                                                "tracked dataset holds"),
     ({"x": images(0, 0), "pu": []}, "the batch is empty"),

@@ -16,6 +16,7 @@ import fnmatch
 import importlib
 import inspect
 import pkgutil
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,17 @@ class EntryParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+_SENTENCE_END = re.compile(r"(?<!\bal)(?<!\be\.g)(?<!\bi\.e)\.(?=\s|$)")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of a text's first paragraph, on one line: what a listing shows
+    (a docstring's summary, a preset's description), whole, however it was wrapped."""
+    paragraph = " ".join(text.strip().split("\n\n")[0].split())
+    end = _SENTENCE_END.search(paragraph)
+    return paragraph[:end.end()] if end else paragraph
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str
@@ -41,8 +53,7 @@ class Entry:
 
     @property
     def summary(self) -> str:
-        doc = (getattr(self.target, "__doc__", None) or "").strip()
-        return doc.splitlines()[0] if doc else ""
+        return first_sentence(getattr(self.target, "__doc__", None) or "")
 
     def accepts(self, name: str) -> bool:
         """Whether the target takes a keyword argument `name` (e.g. `prior`)."""

@@ -194,6 +194,16 @@ def preset_path(preset: str | Path, roots: list[Path] | None = None) -> Path:
     return path
 
 
+def preset_summary(path: Path) -> str:
+    """What a preset is: the first sentence of the comment it opens with."""
+    from pucl.registry import first_sentence
+
+    lines = path.read_text().splitlines()
+    lead = [line.lstrip("#").strip() for line in lines[:next(
+        (i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))]]
+    return first_sentence(" ".join(lead))
+
+
 def load_preset(preset: str | Path, roots: list[Path] | None = None) -> SweepSpec:
     return load_sweep(preset_path(preset, roots))
 

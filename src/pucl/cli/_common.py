@@ -17,7 +17,8 @@ from pucl.environment import quiet_defaults
 from pucl.errors import PuclError, debugging
 
 app = typer.Typer(help="Contrastive PU learning pipeline (DVC stages, MLflow tracking).",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False,
+                  rich_markup_mode="markdown")  # wrapped docstring lines join up
 err = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the width
 # Tables of runs are wide: do not squeeze them to 80 columns when piped to a file.
 out = Console() if sys.stdout.isatty() else Console(width=220)

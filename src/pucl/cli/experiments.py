@@ -218,15 +218,14 @@ def bench(
 
 
 def _list_presets(directory: Path) -> None:
-    from pucl.sweep import load_sweep
+    from pucl.sweep import load_sweep, preset_summary
 
     table = Table(title=f"presets ({directory}); pucl run --preset NAME runs the default variant")
     table.add_column("preset")
     table.add_column("what")
     table.add_column("default variant")
     for path in sorted(directory.glob("*.yaml")):
-        first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines()
-                      if line.startswith("#")), "")
+        first = preset_summary(path)
         try:
             default = load_sweep(path).default or "-"
         except PuclError as exc:  # one broken preset must not hide the others

@@ -193,7 +193,7 @@ def methods(
         "--settings", help="also every setting of each method, with its default")] = False,
 ) -> None:
     """List every registered method by kind (prior estimators, losses, ...), with the
-    params.yaml sub-section its settings go in and the first line of its description."""
+    params.yaml sub-section its settings go in and the first sentence of its description."""
     import pucl
     from pucl.recipe.checks import registry_sections
 

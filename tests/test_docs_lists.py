@@ -1,0 +1,108 @@
+"""Lists in the docs that mirror the code (datasets and their tasks, presets, commands,
+registries) name exactly what the code has: each test fails when one of them drifts."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def table_rows(page: str, header: str) -> dict[str, str]:
+    """The rows of the markdown table whose header row starts with `| header |`, keyed by
+    the first cell without its backticks."""
+    lines = (ROOT / page).read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {header} |"))
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        first = line.split("|")[1].strip()
+        rows[re.sub(r"`|\s*\(default\)", "", first)] = line
+    return rows
+
+
+def quoted(text: str) -> set[str]:
+    return set(re.findall(r"`([^`]+)`", text))
+
+
+def test_the_dataset_table_names_every_dataset_and_its_tasks():
+    from pucl.data.registry import DATASETS
+
+    rows = table_rows("docs/datasets.md", "dataset")
+    assert set(rows) == set(DATASETS)
+    for name, spec in DATASETS.items():
+        tasks_cell = rows[name].split("|")[4]
+        assert quoted(tasks_cell) == set(spec.tasks), name
+
+
+def test_the_preset_table_names_every_preset_and_its_default():
+    from pucl.sweep import PRESETS, load_sweep
+
+    rows = table_rows("docs/datasets.md", "preset")
+    files = {p.stem: p for p in (ROOT / PRESETS).glob("*.yaml")}
+    assert set(rows) == set(files)
+    for name, path in files.items():
+        default_cell = rows[name].split("|")[4]
+        assert f"`{load_sweep(path).default}`" in default_cell, name
+
+
+def commands() -> set[str]:
+    """Every `pucl` command, groups' subcommands as `data init`."""
+    import typer
+
+    from pucl.cli import app
+
+    found = set()
+    for name, command in typer.main.get_command(app).commands.items():
+        if hasattr(command, "commands"):  # a group: `pucl data ...`
+            found |= {f"{name} {sub}" for sub in command.commands}
+        else:
+            found.add(name)
+    return found
+
+
+def test_the_readme_tour_and_the_architecture_name_every_command():
+    cells = " ".join(line.split("|")[1] for line in table_rows("README.md", "command").values())
+    tour = {re.match(r"pucl ([a-z]+(?: (?:init|add|status))?)", cell).group(1)
+            for cell in quoted(cells) if re.match(r"pucl [a-z]+", cell)}
+    assert commands() <= tour, sorted(commands() - tour)
+    line = next(line for line in (ROOT / "docs/architecture.md").read_text().splitlines()
+                if line.startswith("| `pucl.cli` |"))
+    assert quoted(line) - {"pucl.cli", "pucl"} == {c.split()[0] for c in commands()}
+
+
+@pytest.mark.parametrize("registry", ["PRIOR_ESTIMATORS", "PRETRAINING_METHODS", "ENCODERS",
+                                      "CONTRASTIVE_LOSSES", "PSEUDO_LABELLERS",
+                                      "CLASSIFIER_OBJECTIVES"])
+def test_the_registry_table_names_every_entry_and_its_settings(registry):
+    import pucl
+    from pucl.recipe.checks import registry_sections
+
+    assert set(pucl._REGISTRIES) >= {registry}
+    found = getattr(pucl, registry)
+    row = next(line for line in table_rows("docs/architecture.md", "registry").values()
+               if line.split("|")[1].strip().strip("`").endswith(f".{registry}"))
+    cells = row.split("|")
+    entries = {e.strip().removesuffix(" (default)") for e in cells[4].split(",")}
+    assert entries == set(found.names())
+    section = registry_sections()[found.kind]
+    keys = {e.params_key for e in found.entries() if e.params_key}
+    assert quoted(cells[3]) == {f"{section}.{k}" for k in keys}
+
+
+def test_every_registry_has_a_row():
+    import pucl
+
+    rows = table_rows("docs/architecture.md", "registry")
+    assert {r.rsplit(".", 1)[-1] for r in rows} == set(pucl._REGISTRIES)
+
+
+def test_no_internal_issue_numbers_in_what_users_read():
+    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "reports").rglob("*.md"),
+             *(ROOT / "params").rglob("*.yaml")]
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in pages
+             for m in re.finditer(r"(?i)\bissue #?\d+", p.read_text())]
+    assert not found, found
