@@ -274,3 +274,22 @@ def test_pucl_debug_shows_the_traceback_above_the_line(finished):
     assert "Traceback" not in plain.stderr
     assert "Traceback" in debug.stderr and "StoreUnavailable" in debug.stderr
     assert debug.stderr.strip().splitlines()[-1] == plain.stderr.strip()
+
+
+def test_a_run_is_found_by_name_without_a_store(finished, tmp_path):
+    """With tracking off there is no store; a run's name still finds its directory, and
+    scores as its files say (the project after `pucl repro` is such a run)."""
+    from pucl import serving
+    from pucl.errors import PuclError
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "mine").symlink_to(finished)
+    missing = f"sqlite:///{tmp_path / 'none.db'}"
+    by_name, label = serving.open_model("mine", missing, tmp_path / "runs")
+    by_path, _ = serving.open_model(str(finished), None)
+    x = np.random.default_rng(0).random((4, 1, 28, 28)).astype(np.float32)
+    assert label == "run mine" and by_name.in_shape == (1, 28, 28)
+    np.testing.assert_array_equal(by_name.predict(x), by_path.predict(x))
+    with pytest.raises(PuclError, match="none.db does not exist"):
+        serving.open_model("other", missing, tmp_path / "runs")
+    assert not (tmp_path / "none.db").exists()

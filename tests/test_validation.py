@@ -68,8 +68,8 @@ def test_pu_split_suite_catches_test_rows_leaked_into_training():
     report = suites.pu_split(manifest, summary, x_tr, x_te, 10, None, 0.02)
     assert not report.success
     failed = _failed(report)
-    assert list(failed) == ["ExpectColumnValuesToNotBeInSet:digest"]
-    assert len(failed["ExpectColumnValuesToNotBeInSet:digest"]) == 1
+    assert list(failed) == ["ExpectColumnValuesToBeNull:also_in_training"]
+    assert len(failed["ExpectColumnValuesToBeNull:also_in_training"]) == 1
     with pytest.raises(ValidationFailed, match="test images also in the training split"):
         enforce(report)
 

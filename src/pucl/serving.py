@@ -29,7 +29,7 @@ OUTPUT_SUFFIXES = (".csv", ".parquet")
 
 
 MODEL_FORMS = ("NAME", "NAME@ALIAS", "NAME/VERSION", "a run directory", "a run name",
-               "runs:/RUN_ID/classifier", "models:/...")
+               "runs:/RUN_ID", "models:/...")
 
 
 class RunClassifier:
@@ -82,16 +82,20 @@ def open_model(reference: str, uri: str | None, runs: Path | None = None) -> tup
     path = Path(reference).expanduser()
     if path.is_dir():
         return open_run(path.resolve()), f"run {path}"
-    client, registry_error = None, None
+    client, registry_error, store_error = None, None, None
     if uri is not None:
-        client = tracking.open_registry(uri)  # unusable: that is the one line to show
         try:
+            client = tracking.open_registry(uri)
             name, version = tracking.resolve_version(client, reference)
             return tracking.load_version(uri, name, version), f"{name} v{version}"
+        except tracking.StoreUnavailable as exc:  # a run directory may still have the name
+            store_error = exc
         except tracking.ModelNotFound as exc:
             registry_error = str(exc)
     if runs is not None and (runs / reference).is_dir():
         return open_run((runs / reference).resolve()), f"run {reference}"
+    if store_error is not None:
+        raise store_error
     if client is not None:
         logged = tracking.pipeline_run_models(client, reference)
         if logged:

@@ -83,6 +83,13 @@ def image_digest(images: np.ndarray) -> list[str]:
     return [hashlib.blake2b(row.tobytes(), digest_size=8).hexdigest() for row in flat]
 
 
+def also_in(digests: list[str], others: set[str]) -> list[str | None]:
+    """Each digest that `others` holds too, None for the rest: a column the contract wants
+    all null, whose offending values name the shared images. (GX's own not-in-set check
+    takes seconds per thousand set members; a set lookup here takes none.)"""
+    return [d if d in others else None for d in digests]
+
+
 def pu_split(manifest: pd.DataFrame, summary: dict, train_images: np.ndarray,
              test_images: np.ndarray, n_p: int, requested_prior: float | None,
              prior_tolerance: float) -> SuiteReport:
@@ -98,7 +105,8 @@ def pu_split(manifest: pd.DataFrame, summary: dict, train_images: np.ndarray,
         "train": train[["index", "pu", "y"]],
         "unlabelled": in_u[["index", "y"]],
         "test": pd.DataFrame({"index": test["index"].to_numpy(),
-                              "digest": image_digest(test_images)}),
+                              "also_in_training": also_in(image_digest(test_images),
+                                                          train_hashes)}),
         "summary": pd.DataFrame([{
             "gamma_reported": float(summary.get("gamma", np.nan)),
             "gamma_from_rows": (int(train["pu"].sum()) / n_u) if n_u else np.inf,
@@ -115,8 +123,7 @@ def pu_split(manifest: pd.DataFrame, summary: dict, train_images: np.ndarray,
         Check("ExpectColumnValuesToBeUnique", "train", {"column": "index"}),
         Check("ExpectTableRowCountToBeBetween", "unlabelled", {"min_value": 1}, "U not empty"),
         Check("ExpectColumnValuesToBeUnique", "test", {"column": "index"}),
-        Check("ExpectColumnValuesToNotBeInSet", "test",
-              {"column": "digest", "value_set": sorted(train_hashes)},
+        Check("ExpectColumnValuesToBeNull", "test", {"column": "also_in_training"},
               "test images also in the training split"),
         Check("ExpectColumnValuesToBeBetween", "summary",
               {"column": "gamma_reported", "min_value": s["gamma_from_rows"] - 1e-9,
@@ -207,7 +214,8 @@ def batch(x: np.ndarray, pu: np.ndarray, y: np.ndarray, shape: Sequence[int], dt
     dataset's dtype and shape, finite values in range, pu in {0, 1}, y in {-1, 0, 1} and 1
     on every labelled positive, and no row equal to a holdout row (arriving data never
     enters the frozen holdout, so the scores on it stay comparable)."""
-    rows = _image_rows(x, y, "batch").assign(pu=pu, digest=image_digest(x))
+    rows = _image_rows(x, y, "batch").assign(
+        pu=pu, also_in_holdout=also_in(image_digest(x), set(image_digest(holdout))))
     images = x.ndim == 4
     checks = [
         Check("ExpectTableRowCountToBeBetween", "batch", {"min_value": 1}, "rows present"),
@@ -222,8 +230,7 @@ def batch(x: np.ndarray, pu: np.ndarray, y: np.ndarray, shape: Sequence[int], dt
         Check("ExpectColumnValuesToBeInSet", "batch", {"column": "pu", "value_set": [0, 1]}),
         Check("ExpectColumnValuesToBeInSet", "batch", {"column": "label",
                                                        "value_set": [-1, 0, 1]}),
-        Check("ExpectColumnValuesToNotBeInSet", "batch",
-              {"column": "digest", "value_set": sorted(set(image_digest(holdout)))},
+        Check("ExpectColumnValuesToBeNull", "batch", {"column": "also_in_holdout"},
               "rows also in the frozen holdout"),
     ]
     if images:
