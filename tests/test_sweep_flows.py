@@ -4,10 +4,6 @@ server and sqlite MLflow store (tests/conftest.py), read back with a plain Mlflo
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
 import yaml
@@ -76,8 +72,10 @@ def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
 
 
 def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, harness):
-    """`pucl bench FILE`: variants x seeds through the sweep flow (its own Prefect server,
-    as a user gets it), grouped by variant, the reference beside each."""
+    """`pucl bench FILE`: variants x seeds through the sweep flow, grouped by variant, the
+    reference beside each. (In this process, on this module's Prefect server and threads:
+    test_cli's `pucl ablate` runs the same flow as a user's command, with its own server
+    and process pool.)"""
     preset = flows_env["root"] / "tiny-preset.yaml"
     preset.write_text(yaml.safe_dump({
         "name": "tiny-bench", "seeds": [0, 1], "set": {"pretrain.epochs": 4, **GIVEN_PRIOR},
@@ -85,12 +83,14 @@ def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, har
                      "pucl_nnpu": {"pretrain.loss": "pucl", "classifier.objective": "nnpu",
                                    "classifier.prior": "oracle"}},
         "reference": {"pucl_pupl": 91.8}}))
-    env_vars = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
-    result = subprocess.run([sys.executable, "-m", "pucl.cli", "bench", str(preset),
-                             "--seeds", "0", "--variants", "pucl_pupl,pucl_nnpu",
-                             "--set", "pretrain.epochs=1"],
-                            cwd=flows_env["root"], capture_output=True, text=True, env=env_vars)
-    assert result.returncode == 0, result.stderr[-3000:]
+    from typer.testing import CliRunner
+
+    from pucl.cli import app
+
+    result = CliRunner().invoke(app, ["bench", str(preset), "--seeds", "0", "--variants",
+                                      "pucl_pupl,pucl_nnpu", "--set", "pretrain.epochs=1",
+                                      "--runner", "threads"])
+    assert result.exit_code == 0, result.stderr[-3000:]
     table = pd.read_csv(flows_env["root"] / "data/runs/tiny-bench/comparison.csv")
     assert sorted(table["variant"]) == ["pucl_nnpu", "pucl_pupl"]
     assert list(table["n"]) == [1, 1]  # --seeds 0 replaced the preset's two seeds

@@ -118,6 +118,8 @@ def _call_as_group(cmd: list[str], **popen) -> int:
 @app.command()
 def ui(
     port: Annotated[int, typer.Option(help="port on localhost")] = 5000,
+    workers: Annotated[int, typer.Option(
+        min=1, help="server processes (MLflow's default is 4; one serves a local user)")] = 1,
 ) -> None:
     """Start the MLflow UI on localhost for this project's tracking store (reads it,
     changes nothing in it)."""
@@ -135,7 +137,7 @@ def ui(
     out.print(f"MLflow UI for {uri} at http://127.0.0.1:{port}/{page} (Ctrl-C to stop)")
     raise typer.Exit(_call_as_group(
         [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
-         "--host", "127.0.0.1", "--port", str(port)], cwd=root))
+         "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)], cwd=root))
 
 
 @app.command()
