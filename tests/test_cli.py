@@ -57,14 +57,14 @@ def test_ablate_writes_one_row_per_objective_and_n_p(project):
     assert set(table["commit"]) == {head[:12]}  # the commit that measured the rows
 
 
-def test_ablate_refuses_unknown_objective(project):
-    result = pucl(project, "ablate", "--losses", "pucl,simclr")
+def test_ablate_refuses_unknown_objective(project, monkeypatch):
+    result = in_process(project, monkeypatch, "ablate", "--losses", "pucl,simclr")
     assert result.returncode == 2 and "unknown loss 'simclr'" in result.stderr
 
 
-def test_ablate_validates_every_configuration_before_running(project):
-    result = pucl(project, "ablate", "--losses", "pucl,sscl", "--n-p", "100", "--seeds", "0",
-                  "--epochs", "0")
+def test_ablate_validates_every_configuration_before_running(project, monkeypatch):
+    result = in_process(project, monkeypatch, "ablate", "--losses", "pucl,sscl", "--n-p",
+                        "100", "--seeds", "0", "--epochs", "0")
     assert result.returncode == 2 and "pretrain.epochs" in result.stderr
     assert not (project / "data/runs").exists()  # nothing ran
 
@@ -124,12 +124,11 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeyp
     (["run", "--variant", "zz"], "--variant 'zz' needs --preset"),
     (["check", "--preset", "fmnist-ii", "--set", "pretrain.members=0"], "pretrain.members"),
 ])
-def test_bench_refuses_bad_presets_in_one_line(project, args, message):
+def test_bench_refuses_bad_presets_in_one_line(project, monkeypatch, args, message):
     import shutil
 
     shutil.copytree(ROOT / "params" / "presets", project / "params" / "presets")
-    result = subprocess.run([sys.executable, "-m", "pucl.cli", *args], cwd=project,
-                            capture_output=True, text=True)
+    result = in_process(project, monkeypatch, *args)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
