@@ -1,0 +1,92 @@
+"""Label-free metrics: how good a classifier is on U's distribution, from scores on
+held-out labelled positives (P) and unlabeled rows (U) and U's class prior pi alone.
+
+Under SCAR the labelled positives are a sample of the positives, so for a rule
+`score >= threshold`:
+- TPR = P(predicted 1 | y = 1) is read on held-out P;
+- r = P_U(predicted 1) is read on held-out U;
+- FPR = (r - pi TPR) / (1 - pi), since r = pi TPR + (1 - pi) FPR;
+- accuracy on U = pi TPR + (1 - pi)(1 - FPR) = 1 - pi - r + 2 pi TPR;
+- precision = pi TPR / r, recall = TPR; balanced error = (1 - TPR + FPR) / 2;
+- AUC(P vs U) = (1 - pi) AUC(P vs N) + pi / 2, so AUC(P vs N) = (AUC_PU - pi / 2) / (1 - pi).
+
+Each estimate comes with a percentile bootstrap interval over the held-out rows (P and U
+resampled apart, seeded) and with its values at pi -+ `prior_error`, the part of the
+error that comes from the prior: a prior off by d moves the accuracy by (2 TPR - 1) d.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import rankdata
+
+METRICS = ("accuracy", "balanced_error", "precision", "recall", "f1", "roc_auc")
+
+
+def _rates(p_scores: np.ndarray, u_scores: np.ndarray, threshold: float
+           ) -> tuple[float, float]:
+    return float((p_scores >= threshold).mean()), float((u_scores >= threshold).mean())
+
+
+def auc_p_vs_u(p_scores: np.ndarray, u_scores: np.ndarray) -> float:
+    """P(a P score > a U score), ties counted half (Mann-Whitney)."""
+    ranks = rankdata(np.concatenate([p_scores, u_scores]))
+    n_p, n_u = len(p_scores), len(u_scores)
+    return float((ranks[:n_p].sum() - n_p * (n_p + 1) / 2) / (n_p * n_u))
+
+
+def point_estimates(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
+                    threshold: float = 0.5) -> dict[str, float]:
+    """Every metric of METRICS on U's distribution, from the three numbers above (rates
+    clipped to [0, 1]: a finite sample or a wrong prior can push FPR outside)."""
+    tpr, r = _rates(p_scores, u_scores, threshold)
+    fpr = min(max((r - prior * tpr) / (1.0 - prior), 0.0), 1.0)
+    accuracy = prior * tpr + (1.0 - prior) * (1.0 - fpr)
+    precision = min(prior * tpr / r, 1.0) if r > 0 else 0.0
+    f1 = 2 * precision * tpr / (precision + tpr) if precision + tpr > 0 else 0.0
+    auc = (auc_p_vs_u(p_scores, u_scores) - prior / 2.0) / (1.0 - prior)
+    return {"accuracy": accuracy, "balanced_error": (1.0 - tpr + fpr) / 2.0,
+            "precision": precision, "recall": tpr, "f1": f1,
+            "roc_auc": min(max(auc, 0.0), 1.0)}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One label-free metric: its value, a bootstrap interval over the held-out rows and
+    its values at the prior's ends (prior - error, prior + error)."""
+
+    value: float
+    low: float
+    high: float
+    at_prior_low: float
+    at_prior_high: float
+
+
+def estimate_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
+                     threshold: float = 0.5, prior_error: float = 0.0,
+                     bootstrap: int = 200, level: float = 0.95, seed: int = 0
+                     ) -> dict[str, Estimate]:
+    """Estimates of METRICS with their intervals (see the module's docstring)."""
+    p_scores, u_scores = np.asarray(p_scores, float), np.asarray(u_scores, float)
+    if not 0.0 < prior < 1.0:
+        raise ValueError(f"prior must be in (0, 1), got {prior}")
+    if len(p_scores) == 0 or len(u_scores) == 0:
+        raise ValueError(f"need held-out P and U scores, got {len(p_scores)} and "
+                         f"{len(u_scores)} rows")
+    point = point_estimates(p_scores, u_scores, prior, threshold)
+    rng = np.random.default_rng(seed)
+    draws = [point_estimates(rng.choice(p_scores, len(p_scores)),
+                             rng.choice(u_scores, len(u_scores)), prior, threshold)
+             for _ in range(bootstrap)]
+    ends = [point_estimates(p_scores, u_scores, min(max(prior + d, 1e-6), 1 - 1e-6),
+                            threshold) for d in (-prior_error, prior_error)]
+    tail = (1.0 - level) / 2.0 * 100
+    out = {}
+    for name in METRICS:
+        values = np.array([d[name] for d in draws])
+        low, high = np.percentile(values, [tail, 100 - tail]) if bootstrap else (np.nan,) * 2
+        out[name] = Estimate(point[name], float(low), float(high), ends[0][name],
+                             ends[1][name])
+    return out

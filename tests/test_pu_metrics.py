@@ -1,0 +1,72 @@
+"""Label-free metrics against the labelled truth: on synthetic data with a known answer,
+the estimates from held-out P and U and the prior match what U's hidden labels say."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
+
+from pucl.pu_metrics import auc_p_vs_u, estimate_metrics, point_estimates
+
+
+def pu_sample(prior: float, n_p: int, n_u: int, seed: int):
+    """Scores of a fixed noisy classifier: positives ~ N(1, 1), negatives ~ N(-1, 1),
+    squashed to (0, 1). P is a sample of the positives (SCAR); U mixes both at `prior`."""
+    rng = np.random.default_rng(seed)
+    y_u = (rng.random(n_u) < prior).astype(int)
+    raw_u = rng.normal(np.where(y_u == 1, 1.0, -1.0), 1.0)
+    raw_p = rng.normal(1.0, 1.0, n_p)
+    squash = lambda z: 1.0 / (1.0 + np.exp(-z))  # noqa: E731
+    return squash(raw_p), squash(raw_u), y_u
+
+
+@pytest.mark.parametrize("prior", [0.3, 0.5, 0.7])
+def test_estimates_match_the_labelled_truth_on_u(prior):
+    p, u, y = pu_sample(prior, 20000, 40000, seed=1)
+    est = point_estimates(p, u, float(y.mean()))
+    predicted = (u >= 0.5).astype(int)
+    assert est["accuracy"] == pytest.approx(accuracy_score(y, predicted), abs=0.01)
+    assert est["recall"] == pytest.approx(recall_score(y, predicted), abs=0.01)
+    assert est["precision"] == pytest.approx(precision_score(y, predicted), abs=0.01)
+    assert est["f1"] == pytest.approx(f1_score(y, predicted), abs=0.01)
+    assert est["roc_auc"] == pytest.approx(roc_auc_score(y, u), abs=0.01)
+    tpr, fpr = predicted[y == 1].mean(), predicted[y == 0].mean()
+    assert est["balanced_error"] == pytest.approx((1 - tpr + fpr) / 2, abs=0.01)
+
+
+def test_a_perfect_classifier_is_estimated_perfect():
+    y = np.r_[np.ones(30), np.zeros(70)]
+    est = point_estimates(np.ones(50), y.copy(), prior=0.3)
+    assert est == {"accuracy": 1.0, "balanced_error": 0.0, "precision": 1.0, "recall": 1.0,
+                   "f1": 1.0, "roc_auc": 1.0}
+
+
+def test_auc_of_p_against_u_is_the_mann_whitney_statistic():
+    rng = np.random.default_rng(0)
+    p, u = rng.integers(0, 5, 40).astype(float), rng.integers(0, 5, 60).astype(float)
+    pairs = [(a > b) + 0.5 * (a == b) for a in p for b in u]  # ties counted half
+    assert auc_p_vs_u(p, u) == pytest.approx(np.mean(pairs))
+
+
+def test_intervals_cover_the_truth_and_the_prior_moves_accuracy_by_2tpr_minus_1():
+    p, u, y = pu_sample(0.4, 1500, 3000, seed=2)
+    truth = accuracy_score(y, (u >= 0.5).astype(int))
+    est = estimate_metrics(p, u, float(y.mean()), prior_error=0.02, bootstrap=300, seed=0)
+    acc = est["accuracy"]
+    assert acc.low <= truth <= acc.high
+    assert acc.low < acc.value < acc.high and acc.high - acc.low < 0.06
+    tpr = est["recall"].value
+    assert acc.at_prior_high - acc.value == pytest.approx((2 * tpr - 1) * 0.02, abs=1e-9)
+    assert acc.value - acc.at_prior_low == pytest.approx((2 * tpr - 1) * 0.02, abs=1e-9)
+    again = estimate_metrics(p, u, float(y.mean()), prior_error=0.02, bootstrap=300, seed=0)
+    assert again == est  # seeded
+
+
+@pytest.mark.parametrize("prior, p, u, message", [
+    (1.0, [0.9], [0.1], "prior must be in \\(0, 1\\), got 1.0"),
+    (0.5, [], [0.1], "need held-out P and U scores, got 0 and 1 rows"),
+])
+def test_bad_inputs_are_named(prior, p, u, message):
+    with pytest.raises(ValueError, match=message):
+        estimate_metrics(np.array(p), np.array(u), prior)
