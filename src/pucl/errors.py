@@ -26,22 +26,20 @@ class DataError(PuclError):
     """Missing, unreadable or inconsistent data."""
 
 
-def did_you_mean(name: object, allowed) -> str:
-    """'; did you mean 'x'?' for the closest allowed name, or '' when none is close."""
+def did_you_mean(name: object, allowed, prefix: str = "") -> str:
+    """'; did you mean 'x'?' for the closest allowed name (spelt `prefix` + name), or ''
+    when none is close."""
     import difflib
 
     close = difflib.get_close_matches(str(name), list(allowed), n=1)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    return f"; did you mean '{prefix}{close[0]}'?" if close else ""
 
 
 def unknown_parameter(key: str, allowed, also: str = "") -> str:
-    """The one-line message for a misspelt or unknown params key."""
+    """The one-line message for a misspelt or unknown params key; the suggestion is spelt
+    as the key was ('pretrain.temperature', not 'temperature')."""
     allowed = list(allowed)
     section, _, name = key.rpartition(".")
-    # the suggestion spelt as the key was: 'pretrain.temperature', not 'temperature'
-    in_section = [f"{section}.{a}" if section else a for a in allowed]
-    close = did_you_mean(name, allowed)
-    if close:
-        close = did_you_mean(key, in_section) or close
-    return (f"unknown parameter '{key}'{close} "
+    return (f"unknown parameter '{key}'"
+            f"{did_you_mean(name, allowed, f'{section}.' if section else '')} "
             f"(allowed here: {', '.join(allowed)}{also})")

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pucl.errors import did_you_mean
+
 KEY_METRICS = ("accuracy", "f1", "roc_auc", "prior_abs_error", "pseudo_label_accuracy",
                "knn_accuracy", "knn_accuracy_trunk", "knn_accuracy_inputs", "prototype_bias")
 DERIVED = ("prior_source", "minutes_per_seed")  # runs_frame's columns read from params / times
@@ -98,8 +100,6 @@ def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFram
         return pd.DataFrame(columns=["run", *metrics])
     unknown = [b for b in by if b not in frame.columns]
     if unknown:
-        from pucl.errors import did_you_mean
-
         differ = varying_params(frame)
         raise ValueError(f"unknown parameter {unknown[0]!r} for --by"
                          f"{did_you_mean(unknown[0], param_columns(frame))} (params that "

@@ -112,22 +112,26 @@ def load_uri(uri: str, model_uri: str) -> Any:
                             f"({first_line(exc)})") from None
 
 
+def _evaluate_model(client: Any, parent: Any) -> str | None:
+    """The model URI a pipeline run's evaluate stage logged (None without one)."""
+    for stage in client.search_runs(
+            [parent.info.experiment_id],
+            f"tags.mlflow.parentRunId = '{parent.info.run_id}' and tags.stage = 'evaluate'"):
+        if stage.data.tags.get("model_uri"):
+            return stage.data.tags["model_uri"]
+    return None
+
+
 def pipeline_run_models(client: Any, name: str) -> list[str]:
     """The URIs of the classifiers logged by pipeline runs named `name` (kind=pipeline,
     their evaluate stage's model), newest first, in every experiment of the store."""
     if "'" in name:
         return []
     experiments = [e.experiment_id for e in client.search_experiments()]
-    found = []
-    for parent in client.search_runs(
-            experiments, f"attributes.run_name = '{name}' and tags.kind = 'pipeline'",
-            order_by=["attributes.start_time DESC"]):
-        for stage in client.search_runs(
-                [parent.info.experiment_id],
-                f"tags.mlflow.parentRunId = '{parent.info.run_id}' and tags.stage = 'evaluate'"):
-            if stage.data.tags.get("model_uri"):
-                found.append(stage.data.tags["model_uri"])
-    return found
+    parents = client.search_runs(
+        experiments, f"attributes.run_name = '{name}' and tags.kind = 'pipeline'",
+        order_by=["attributes.start_time DESC"])
+    return [uri for uri in (_evaluate_model(client, p) for p in parents) if uri]
 
 
 def _logged_by_run(client: Any, model_uri: str) -> str:
@@ -141,11 +145,9 @@ def _logged_by_run(client: Any, model_uri: str) -> str:
     if run.data.tags.get("model_uri"):
         return run.data.tags["model_uri"]
     if run.data.tags.get("kind") == "pipeline":
-        for stage in client.search_runs(
-                [run.info.experiment_id],
-                f"tags.mlflow.parentRunId = '{run_id}' and tags.stage = 'evaluate'"):
-            if stage.data.tags.get("model_uri"):
-                return stage.data.tags["model_uri"]
-        raise ModelNotFound(f"model {model_uri}: the pipeline run logged no classifier "
-                            "(did its evaluate stage finish, with tracking on?)")
+        logged = _evaluate_model(client, run)
+        if logged is None:
+            raise ModelNotFound(f"model {model_uri}: the pipeline run logged no classifier "
+                                "(did its evaluate stage finish, with tracking on?)")
+        return logged
     return model_uri
