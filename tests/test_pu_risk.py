@@ -72,7 +72,7 @@ def test_beta_tolerates_a_small_negative_risk(beta, corrected):
     prior = 0.4
     t_p, t_u = np.full(5, 3.0), np.full(8, -4.0)  # negative risk about -0.37
     result = pu_risk(torch.tensor(t_p), torch.tensor(t_u), prior, "nnpu", beta)
-    assert result.corrected is corrected
+    assert bool(result.corrected) is corrected
     got = _grad(lambda a, b: pu_risk(a, b, prior, "nnpu", beta).objective, t_p, t_u)
     if not corrected:  # inside the tolerance: the ordinary (uPU) gradient
         np.testing.assert_allclose(got, _grad(lambda a, b: _naive_upu(a, b, prior), t_p, t_u),

@@ -317,7 +317,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         # each step as a stage process starts it, so the model is the pipeline's
         seed_everything(recipe.seed)
         self.prior_ = (float(self.prior) if not isinstance(self.prior, str) else
-                       recipe_prior(recipe, x[in_u], x[labelled], self.progress)[0])
+                       recipe_prior(recipe, x[in_u], x[labelled], self.progress,
+                                    device)[0])
         models, heads = [], []
         images, is_labeled = torch.from_numpy(x), torch.from_numpy(labelled)
         for seed in member_seeds(recipe):

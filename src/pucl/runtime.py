@@ -1,14 +1,17 @@
-"""Device, threads and determinism: applied in one place for every stage."""
+"""Device, precision, threads and determinism: applied in one place for every stage."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import typing
 
 import numpy as np
 import torch
 
 from pucl.errors import ParamsError
+from pucl.settings import BaseParams
 
 
 def resolve_device(name: str) -> torch.device:
@@ -22,24 +25,85 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def configure(seed: int, device: str, threads: int, deterministic_torch: bool = True
-              ) -> torch.device:
+PRECISIONS: tuple[str, ...] = typing.get_args(BaseParams.model_fields["precision"].annotation)
+
+
+def check_precision(precision: str, device: torch.device) -> str:
+    """base.precision on this device: fp32 anywhere, bf16 (autocast) on CUDA only."""
+    if precision not in PRECISIONS:
+        raise ParamsError(f"base.precision = {precision!r} (allowed: {', '.join(PRECISIONS)})")
+    if precision == "bf16" and device.type != "cuda":
+        raise ParamsError(f"base.precision = 'bf16' needs a CUDA device, but base.device "
+                          f"resolves to {device.type} (allowed there: fp32)")
+    return precision
+
+
+def compute_precision(device: torch.device, precision: str = "fp32"):
+    """The context a stage's forward passes run in: nothing for fp32; bf16 autocast on
+    CUDA (matrix products and convolutions in bfloat16, reductions and losses in float32;
+    no gradient scaling is needed with bfloat16's float32 exponent range)."""
+    if check_precision(precision, device) == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+
+
+def configure(seed: int, device: str, threads: int, deterministic_torch: bool = True,
+              precision: str = "fp32") -> torch.device:
     """Seed every generator, fix thread counts, and on CUDA ask torch for deterministic
     kernels. On the CPU the kernels used here are deterministic already (the tests compare
     reruns byte for byte), and the call would cost ~2.5 s of torch._inductor imports in
-    every stage process."""
+    every stage process. A precision the device cannot run is refused here, before any
+    work."""
     torch.set_num_threads(threads)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     resolved = resolve_device(device)
+    check_precision(precision, resolved)
     if deterministic_torch and resolved.type == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
     return resolved
 
 
-def seeded_generator(seed: int) -> torch.Generator:
-    g = torch.Generator()
+def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A generator on `device`: the random draws of a training loop (batch order,
+    augmentations) are made where its data lives, so a CUDA loop never waits for the host.
+    A CUDA stream differs from the CPU's for the same seed; each is reproducible."""
+    g = torch.Generator(device=torch.device(device))
     g.manual_seed(seed)
     return g
+
+
+def on_device(device: torch.device, generator: torch.Generator, *tensors: torch.Tensor
+              ) -> list[torch.Tensor]:
+    """The training data moved once to `device`, where the loop's generator must draw
+    (batch indices and augmentations are made there); a no-op on the CPU."""
+    if torch.device(device).type != generator.device.type:
+        raise ValueError(f"the generator is on {generator.device.type} but training on "
+                         f"{torch.device(device).type}: make it with "
+                         f"pucl.runtime.seeded_generator(seed, device)")
+    return [t.to(device) for t in tensors]
+
+
+def epoch_order(n: int, generator: torch.Generator) -> torch.Tensor:
+    """A random permutation of range(n), drawn on the generator's device."""
+    return torch.randperm(n, generator=generator, device=generator.device)
+
+
+class LossSum:
+    """An epoch's losses summed where they are computed: adding one never waits for the
+    device, and `mean()` reads the sum back once. Summed in float64 in step order, which
+    is what summing the per-step floats on the host gave."""
+
+    def __init__(self) -> None:
+        self.total: torch.Tensor | float = 0.0
+        self.steps = 0
+
+    def add(self, loss: torch.Tensor | None, count: bool = True) -> None:
+        if loss is not None:
+            self.total = self.total + loss.detach().to(torch.float64)
+        self.steps += int(count)
+
+    def mean(self) -> float:
+        return float(self.total) / max(self.steps, 1)

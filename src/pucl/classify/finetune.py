@@ -4,6 +4,8 @@ head was trained with (cross-entropy on labels, or the uPU / nnPU risk on P vs U
 
 The head arrives already trained on frozen features, so the first steps do not push
 random-head gradients into the encoder; the learning rate decays on a cosine schedule.
+Images, indices and the generator live on the training device, and the epoch's loss is
+read back once (as in pretraining's loop).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tqdm.auto import tqdm
 from pucl.classify.linear import LinearHead, PUBatches
 from pucl.classify.pu_risk import PU_RISKS, pu_risk
 from pucl.data.augment import normalize, to_unit_float
+from pucl.runtime import LossSum, epoch_order, on_device
 
 
 @dataclass(frozen=True)
@@ -28,9 +31,9 @@ class FinetuneSettings:
     batch_size: int
 
 
-def _views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator,
-           device: torch.device) -> torch.Tensor:
-    return normalize(augment(to_unit_float(images[idx]), generator)).to(device)
+def _views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator
+           ) -> torch.Tensor:
+    return normalize(augment(to_unit_float(images[idx]), generator))
 
 
 def finetune(
@@ -53,13 +56,19 @@ def finetune(
     """Train `encoder` and `head` in place; returns the mean loss (CE) or risk (PU) per epoch.
 
     kind "ce": `labels` {0, 1} for every row of `images`. kind "nnpu" / "upu": `positive`
-    and `unlabeled` index rows of `images`, with the class `prior`."""
+    and `unlabeled` index rows of `images`, with the class `prior`. `generator` is on
+    `device`."""
     if kind != "ce" and kind not in PU_RISKS:
         raise ValueError(f"kind must be 'ce' or one of {PU_RISKS}, got {kind!r}")
     if kind == "ce" and labels is None:
         raise ValueError("kind 'ce' needs labels")
     if kind != "ce" and (positive is None or unlabeled is None or prior is None):
         raise ValueError(f"kind {kind!r} needs positive, unlabeled and prior")
+    images, = on_device(device, generator, images)
+    if kind == "ce":
+        labels, = on_device(device, generator, labels)
+    else:
+        positive, unlabeled = on_device(device, generator, positive, unlabeled)
     encoder.to(device)
     head.to(device)
     params = [*encoder.parameters(), *head.parameters()]
@@ -76,7 +85,7 @@ def finetune(
         if kind != "ce" else None
 
     def ce_batches() -> Iterator[torch.Tensor]:
-        order = torch.randperm(len(images), generator=generator)
+        order = epoch_order(len(images), generator)
         batch = min(settings.batch_size, len(images))
         for start in range(0, len(images) - batch + 1, batch):  # full batches for BatchNorm
             yield order[start:start + batch]
@@ -86,25 +95,25 @@ def finetune(
                   disable=not progress):
         encoder.train()
         head.train()
-        total, steps = 0.0, 0
+        epoch = LossSum()
         if kind == "ce":
             for idx in ce_batches():
-                loss = ce(head(encoder(_views(images, idx, augment, generator, device))),
-                          labels[idx].to(device))
+                loss = ce(head(encoder(_views(images, idx, augment, generator))).float(),
+                          labels[idx])
                 step(loss)
-                total, steps = total + float(loss.detach()), steps + 1
+                epoch.add(loss)
         else:
             for idx_p, idx_u in pu.epoch():
                 if len(idx_u) < 2:  # a BatchNorm step needs two rows
                     continue
                 rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
-                scores = head.score(encoder(_views(images, rows, augment, generator, device)))
+                scores = head.score(encoder(_views(images, rows, augment, generator))).float()
                 result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind,
                                  beta, gamma)
                 step(result.objective)
-                total, steps = total + float(result.risk), steps + 1
+                epoch.add(result.risk)
         schedule.step()
-        losses.append(total / max(steps, 1))
+        losses.append(epoch.mean())
     encoder.eval()
     head.eval()
     return losses

@@ -1,6 +1,10 @@
 """Downstream classifier: a linear head on frozen features, trained with cross-entropy on
 pseudo-labels (paper 000 section 7.1, "CE over PUPL"; also naive CE with U as negative)
-or with a cost-sensitive PU risk (uPU / nnPU, eq. 14-15)."""
+or with a cost-sensitive PU risk (uPU / nnPU, eq. 14-15).
+
+A head trains where its generator lives (pucl.runtime.seeded_generator(seed, device)):
+features, batch indices and steps stay there, losses are read back once per epoch, and
+the trained head is returned on the CPU, where it scores feature arrays."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from tqdm.auto import tqdm
 
 from pucl.classify.base import LinearHead
 from pucl.classify.pu_risk import pu_risk
+from pucl.runtime import LossSum, epoch_order
 
 
 @dataclass(frozen=True)
@@ -25,9 +30,10 @@ class LinearSettings:
 
 def _standardised_head(x: torch.Tensor, settings: LinearSettings
                        ) -> tuple[LinearHead, torch.optim.Optimizer]:
-    head = LinearHead(x.shape[1])
+    head = LinearHead(x.shape[1])  # initialised from torch's global (CPU) state
     head.mean.copy_(x.mean(0))
     head.scale.copy_(x.std(0).clamp_min(1e-6))
+    head.to(x.device)
     optimizer = torch.optim.Adam(head.parameters(), lr=settings.lr,
                                  weight_decay=settings.weight_decay)
     return head, optimizer
@@ -41,25 +47,26 @@ def train_linear_head(
     progress: bool = True,
 ) -> tuple[LinearHead, list[float]]:
     """Train on (features [n, d], labels {0,1} [n]); returns the head and per-epoch loss."""
-    x = torch.as_tensor(features, dtype=torch.float32)
-    y = torch.as_tensor(np.array(labels, dtype=np.int64))
+    device = generator.device
+    x = torch.as_tensor(features, dtype=torch.float32).to(device)
+    y = torch.as_tensor(np.array(labels, dtype=np.int64)).to(device)
     head, optimizer = _standardised_head(x, settings)
     loss_fn = nn.CrossEntropyLoss()
     losses = []
     batch = min(settings.batch_size, len(x))
     for _ in tqdm(range(settings.epochs), desc="classifier", unit="epoch", disable=not progress):
         head.train()
-        order = torch.randperm(len(x), generator=generator)
-        total = 0.0
+        order = epoch_order(len(x), generator)
+        epoch = LossSum()
         for start in range(0, len(x), batch):
             idx = order[start:start + batch]
-            loss = loss_fn(head(x[idx]), y[idx])
+            loss = loss_fn(head(x[idx]).float(), y[idx])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total += float(loss.detach()) * len(idx)
-        losses.append(total / len(x))
-    return head.eval(), losses
+            epoch.add(loss.detach().double() * len(idx), count=False)  # as the host did
+        losses.append(float(epoch.total) / len(x))
+    return head.eval().cpu(), losses
 
 
 class PUBatches:
@@ -72,15 +79,15 @@ class PUBatches:
         self.n_p, self.n_u = n_p, n_u
         self.batch = min(batch_size, n_u)
         self.generator = generator
-        self._p_order, self._p_next = torch.randperm(n_p, generator=generator), 0
+        self._p_order, self._p_next = epoch_order(n_p, generator), 0
 
     def epoch(self):
-        order = torch.randperm(self.n_u, generator=self.generator)
+        order = epoch_order(self.n_u, self.generator)
         for start in range(0, self.n_u, self.batch):
             idx_u = order[start:start + self.batch]
             take = min(len(idx_u), self.n_p)
             if self._p_next + take > self.n_p:
-                self._p_order = torch.randperm(self.n_p, generator=self.generator)
+                self._p_order = epoch_order(self.n_p, self.generator)
                 self._p_next = 0
             idx_p = self._p_order[self._p_next:self._p_next + take]
             self._p_next += take
@@ -100,22 +107,21 @@ def train_pu_head(
 ) -> tuple[LinearHead, list[float]]:
     """uPU / nnPU on (labelled positives [n_p, d], unlabeled [n_u, d]), batched by
     `PUBatches`."""
-    x_p = torch.as_tensor(positive, dtype=torch.float32)
-    x_u = torch.as_tensor(unlabeled, dtype=torch.float32)
+    x_p = torch.as_tensor(positive, dtype=torch.float32).to(generator.device)
+    x_u = torch.as_tensor(unlabeled, dtype=torch.float32).to(generator.device)
     head, optimizer = _standardised_head(torch.cat([x_p, x_u]), settings)
     batches = PUBatches(len(x_p), len(x_u), settings.batch_size, generator)
     losses = []
     for _ in tqdm(range(settings.epochs), desc=f"classifier ({kind})", unit="epoch",
                   disable=not progress):
         head.train()
-        total, steps = 0.0, 0
+        epoch = LossSum()
         for idx_p, idx_u in batches.epoch():
-            result = pu_risk(head.score(x_p[idx_p]), head.score(x_u[idx_u]), prior, kind,
-                             beta, gamma)
+            result = pu_risk(head.score(x_p[idx_p]).float(), head.score(x_u[idx_u]).float(),
+                             prior, kind, beta, gamma)
             optimizer.zero_grad(set_to_none=True)
             result.objective.backward()
             optimizer.step()
-            total += float(result.risk)
-            steps += 1
-        losses.append(total / steps)
-    return head.eval(), losses
+            epoch.add(result.risk)
+        losses.append(epoch.mean())
+    return head.eval().cpu(), losses

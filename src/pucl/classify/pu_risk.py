@@ -8,7 +8,9 @@ the negative). With the sigmoid loss l(t, +1) = sigmoid(-t), l(t, -1) = sigmoid(
 
 nnPU is trained with Kiryo et al.'s step: when the negative risk R_U^- - pi R_P^- falls
 below -beta, the step is taken on -gamma times it (pushing it back up) instead of on the
-whole risk. The paper's settings are beta = 0, gamma = 1.
+whole risk. The paper's settings are beta = 0, gamma = 1. The choice between the two
+steps is made on the device (`torch.where`), so a training step never waits to read the
+negative risk back.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class PURisk:
     objective: torch.Tensor  # what to differentiate for this step
     risk: torch.Tensor  # the estimator's value (eq. 14 or 15), for reporting
     negative_risk: torch.Tensor  # R_U^- - pi R_P^-
-    corrected: bool  # nnPU: the Kiryo step on the negative risk was taken
+    corrected: torch.Tensor  # bool: nnPU's Kiryo step on the negative risk was taken
 
 
 def pu_risk(t_p: torch.Tensor, t_u: torch.Tensor, prior: float, kind: str,
@@ -44,8 +46,9 @@ def pu_risk(t_p: torch.Tensor, t_u: torch.Tensor, prior: float, kind: str,
     negative_risk = sigmoid_loss(t_u, -1.0).mean() - prior * sigmoid_loss(t_p, -1.0).mean()
     if kind == "upu":
         risk = positive_risk + negative_risk
-        return PURisk(risk, risk.detach(), negative_risk.detach(), False)
+        return PURisk(risk, risk.detach(), negative_risk.detach(),
+                      torch.zeros((), dtype=torch.bool, device=risk.device))
     risk = positive_risk + torch.clamp(negative_risk, min=0.0)
-    if negative_risk.item() < -beta:
-        return PURisk(-gamma * negative_risk, risk.detach(), negative_risk.detach(), True)
-    return PURisk(positive_risk + negative_risk, risk.detach(), negative_risk.detach(), False)
+    corrected = negative_risk.detach() < -beta
+    objective = torch.where(corrected, -gamma * negative_risk, positive_risk + negative_risk)
+    return PURisk(objective, risk.detach(), negative_risk.detach(), corrected)

@@ -4,7 +4,9 @@ One random affine map per image (rotation, translation, scale, and a horizontal 
 probability `hflip`: 0 for digits, whose meaning a mirror changes; 0.5 suits clothes and
 natural images) via a single `affine_grid` + `grid_sample`, then per-image brightness and
 contrast jitter. Working on batches keeps the CPU on learning rather than on per-sample
-PIL calls; an explicit torch.Generator keeps it reproducible.
+PIL calls; an explicit torch.Generator keeps it reproducible. Every draw is made on the
+batch's device, with a generator on that device (pucl.runtime.seeded_generator): on a GPU
+the augmentations never leave it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class AffineJitter:
         b = x.shape[0]
 
         def uniform(lo: float, hi: float) -> torch.Tensor:
-            return lo + (hi - lo) * torch.rand(b, generator=generator, dtype=x.dtype)
+            return lo + (hi - lo) * torch.rand(b, generator=generator, dtype=x.dtype,
+                                               device=x.device)
 
         angle = uniform(-self.degrees, self.degrees) * (math.pi / 180.0)
         scale = uniform(self.scale_min, self.scale_max)
@@ -48,8 +51,9 @@ class AffineJitter:
         cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
         # A mirror negates the input x coordinate. Drawn only when enabled, so that
         # hflip = 0 leaves the random stream (and every earlier result) unchanged.
-        mirror = (torch.where(torch.rand(b, generator=generator) < self.hflip, -1.0, 1.0)
-                  .to(x.dtype) if self.hflip > 0 else torch.ones(b, dtype=x.dtype))
+        mirror = (torch.where(torch.rand(b, generator=generator, device=x.device) < self.hflip,
+                              -1.0, 1.0).to(x.dtype) if self.hflip > 0
+                  else torch.ones(b, dtype=x.dtype, device=x.device))
         theta = torch.stack(
             [torch.stack([cos * mirror, -sin, tx], 1), torch.stack([sin * mirror, cos, ty], 1)],
             1)
@@ -73,9 +77,10 @@ class FeatureNoise:
 
     def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         std = x.std(dim=0, keepdim=True) if len(x) > 1 else torch.zeros_like(x[:1])
-        out = x + self.noise * std * torch.randn(x.shape, generator=generator, dtype=x.dtype)
+        out = x + self.noise * std * torch.randn(x.shape, generator=generator, dtype=x.dtype,
+                                                 device=x.device)
         if self.drop > 0:
-            masked = torch.rand(x.shape, generator=generator) < self.drop
+            masked = torch.rand(x.shape, generator=generator, device=x.device) < self.drop
             out = torch.where(masked, x.mean(dim=0, keepdim=True).expand_as(x), out)
         return out
 

@@ -17,7 +17,13 @@ from pucl.pretraining.base import (
     PretrainJob,
     PretrainResult,
 )
-from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size, two_views
+from pucl.pretraining.loop import (
+    EpochStats,
+    TrainingLoop,
+    full_batch_size,
+    on_device,
+    two_views,
+)
 
 __all__ = ["Contrastive", "EpochStats", "PretrainSettings", "train_contrastive"]
 
@@ -43,18 +49,19 @@ def train_contrastive(
     on_epoch: Callable[[EpochStats, dict], None] | None = None,
     progress: bool = True,
 ) -> list[EpochStats]:
-    """images: uint8 [n, c, h, w] or float features [n, d] (kept in memory);
-    is_labeled: bool [n]."""
+    """images: uint8 [n, c, h, w] or float features [n, d] (kept on the device for the
+    whole training); is_labeled: bool [n]; `generator` on `device`."""
+    images, is_labeled = on_device(device, generator, images, is_labeled)
     n = images.shape[0]
     batch = full_batch_size(n, settings.batch_size)
     model.to(device)
     loop = TrainingLoop(model.parameters(), settings.epochs, settings.lr,
                         settings.weight_decay, modules=(model,))
 
-    def step(epoch: int, idx: torch.Tensor) -> float:
-        v1, v2 = two_views(images, idx, augment, generator, device)
-        z = model(torch.cat([v1, v2]))
-        return loop.backward_step(loss_fn(z[:batch], z[batch:], is_labeled[idx].to(device)))
+    def step(epoch: int, idx: torch.Tensor) -> torch.Tensor:
+        v1, v2 = two_views(images, idx, augment, generator)
+        z = model(torch.cat([v1, v2])).float()  # the loss in float32 under bf16 autocast
+        return loop.backward_step(loss_fn(z[:batch], z[batch:], is_labeled[idx]))
 
     return loop.run(n, batch, generator, step,
                     state=lambda: {"model": model.state_dict()},

@@ -5,6 +5,10 @@ Each epoch draws one permutation from the caller's generator, cuts it into full 
 each, and steps Adam's cosine schedule. After every epoch `on_epoch(stats, state)` gets
 the whole training state; passing that state back as `resume` continues bit for bit,
 because the generator (sampling and augmentation) is part of it.
+
+The generator lives on the training device and so do the images (`on_device`): batch
+order, augmentations and steps are queued there without a host round trip, and the
+epoch's losses are summed there and read back once per epoch.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import torch
 from tqdm.auto import tqdm
 
 from pucl.data.augment import normalize, to_unit_float
+from pucl.runtime import LossSum, epoch_order, on_device
+
+__all__ = ["EpochStats", "TrainingLoop", "full_batch_size", "on_device", "two_views"]
 
 
 @dataclass(frozen=True)
@@ -44,20 +51,20 @@ def full_batch_size(n: int, batch_size: int) -> int:
     return batch
 
 
-def two_views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator,
-              device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two independently augmented, normalised views of images[idx] on `device`."""
+def two_views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two independently augmented, normalised views of images[idx], on the images'
+    device (which is the generator's)."""
     x = to_unit_float(images[idx])
-    return (normalize(augment(x, generator)).to(device),
-            normalize(augment(x, generator)).to(device))
+    return normalize(augment(x, generator)), normalize(augment(x, generator))
 
 
 class TrainingLoop:
     """What varies between methods is passed in; the loop owns optimiser, schedule,
     shuffling, statistics, progress and the checkpoint contract.
 
-    step(epoch, idx) -> the batch loss, already back-propagated through `optimizer`,
-      or None for a batch the method skips;
+    step(epoch, idx) -> the batch loss (a tensor, not read back), already back-propagated
+      through `optimizer`, or None for a batch the method skips;
     state() -> the method's own state for a checkpoint (models, running targets, ...);
     load_state(resume) restores it; postfix(stats) -> extra fields for the progress bar.
     """
@@ -72,14 +79,14 @@ class TrainingLoop:
         self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer,
                                                                    T_max=epochs)
 
-    def backward_step(self, loss: torch.Tensor) -> float:
+    def backward_step(self, loss: torch.Tensor) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        return float(loss.detach())
+        return loss.detach()
 
     def run(self, n: int, batch: int, generator: torch.Generator,
-            step: Callable[[int, torch.Tensor], float | None],
+            step: Callable[[int, torch.Tensor], torch.Tensor | None],
             state: Callable[[], dict], load_state: Callable[[dict], None],
             resume: dict | None = None,
             on_epoch: Callable[[EpochStats, dict], None] | None = None,
@@ -101,16 +108,15 @@ class TrainingLoop:
             for module in self.modules:
                 module.train()
             t0 = time.perf_counter()
-            order = torch.randperm(n, generator=generator)
-            total = 0.0
+            order = epoch_order(n, generator)
+            losses = LossSum()
             for i in range(steps):
-                loss = step(epoch, order[i * batch:(i + 1) * batch])
-                total += 0.0 if loss is None else loss
+                losses.add(step(epoch, order[i * batch:(i + 1) * batch]))
             lr = self.optimizer.param_groups[0]["lr"]
             self.schedule.step()
+            loss = losses.mean()  # the epoch's one read from the device: its work is done
             seconds = time.perf_counter() - t0
-            stats = EpochStats(epoch + 1, total / steps, lr, seconds,
-                               2 * steps * batch / seconds)
+            stats = EpochStats(epoch + 1, loss, lr, seconds, 2 * steps * batch / seconds)
             history.append(stats)
             bar.set_postfix(postfix(stats) if postfix else
                             {"loss": f"{stats.loss:.4f}", "img_s": f"{stats.images_per_s:.0f}"})

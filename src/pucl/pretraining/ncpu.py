@@ -31,7 +31,13 @@ from pucl.pretraining.base import (
     PretrainJob,
     PretrainResult,
 )
-from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size, two_views
+from pucl.pretraining.loop import (
+    EpochStats,
+    TrainingLoop,
+    full_batch_size,
+    on_device,
+    two_views,
+)
 from pucl.registry import EntryParams
 
 POSITIVE, NEGATIVE = 0, 1
@@ -161,9 +167,12 @@ def train_ncpu(
     progress: bool = True,
 ) -> list[EpochStats]:
     """NcPU on uint8 images [n, ...] with labelled positives `is_labeled` [n], in the
-    shared epoch loop (same checkpoint contract as `train_contrastive`)."""
+    shared epoch loop (same checkpoint contract as `train_contrastive`). The images live
+    on the device; the per-sample prototype and target updates (Algorithm 1) stay on the
+    host, so each step reads its batch back."""
     n = len(images)
     batch = full_batch_size(n, settings.batch_size)
+    (images, labeled_on_device) = on_device(device, generator, images, is_labeled.bool())
     network.to(device)
     target = copy.deepcopy(network.model).to(device)  # encoder + projector, no predictor
     for param in target.parameters():
@@ -175,18 +184,20 @@ def train_ncpu(
     positive = torch.tensor([1.0, 0.0])
     negative = torch.tensor([0.0, 1.0])
     targets0 = torch.where(labeled_all.view(-1, 1), positive, negative)  # s, eq. 11 init
-    run = {"prototypes": F.normalize(torch.randn(2, proj_dim, generator=generator), dim=1),
+    run = {"prototypes": F.normalize(torch.randn(2, proj_dim, generator=generator,
+                                                 device=generator.device).cpu(), dim=1),
            "targets": targets0, "s_prime": targets0.clone()}
     sat = SelfAdaptiveThreshold(settings.gamma)
 
     def step(epoch: int, idx: torch.Tensor) -> float:
         warm = epoch < settings.warmup_epochs
-        v1, v2 = two_views(images, idx, augment, generator, device)
-        labeled = labeled_all[idx].to(device)
-        q, f = network(torch.cat([v1, v2]))
+        v1, v2 = two_views(images, idx, augment, generator)
+        labeled = labeled_on_device[idx]
+        idx = idx.cpu()  # the running targets are kept on the host
+        q, f = (out.float() for out in network(torch.cat([v1, v2])))
         q1, q2, f1 = q[:batch], q[batch:], f[:batch]
         with torch.no_grad():
-            k = target(torch.cat([v1, v2]))
+            k = target(torch.cat([v1, v2])).float()
             k1, k2 = k[:batch], k[batch:]
         # classifier's labels, paper order (0 = positive); labelled rows are positive
         guess = torch.where(labeled, 0, f1.detach().argmax(dim=1))

@@ -34,7 +34,7 @@ from pucl.pretraining.base import (
     PretrainJob,
     PretrainResult,
 )
-from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size
+from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size, on_device
 from pucl.registry import EntryParams
 
 NEGATIVE, POSITIVE = 0, 1
@@ -62,7 +62,8 @@ def ssc_batch(model, prototypes: torch.Tensor, x_labeled, u_view1, u_view2, u_we
               settings: SSCSettings) -> tuple[torch.Tensor, float]:
     """The SSC loss of one batch and the confident share of its unlabeled samples."""
     with torch.no_grad():
-        probs = prototype_probabilities(model(u_weak), prototypes, settings.proto_temperature)
+        probs = prototype_probabilities(model(u_weak).float(), prototypes,
+                                        settings.proto_temperature)
     y_u, confident = unlabeled_targets(probs, settings.threshold)
     if settings.prior is not None:
         ranked = prior_ranked_negatives(probs[:, POSITIVE], 1.0 - settings.prior)
@@ -70,7 +71,7 @@ def ssc_batch(model, prototypes: torch.Tensor, x_labeled, u_view1, u_view2, u_we
         confident = confident | ranked
     z = model(torch.cat([x_labeled, u_view1, u_view2])) if len(x_labeled) else \
         model(torch.cat([u_view1, u_view2]))
-    z = torch.cat([z, prototypes])
+    z = torch.cat([z.float(), prototypes])
     n_x = len(x_labeled)
     y_x = torch.full((n_x,), POSITIVE, dtype=torch.long, device=z.device)
     y_c = torch.tensor([NEGATIVE, POSITIVE], device=z.device)
@@ -91,11 +92,11 @@ def train_ssc(model, prototypes: torch.nn.Parameter, images: torch.Tensor,
     shared epoch loop (same checkpoint contract as `train_contrastive`)."""
     n = len(images)
     batch = full_batch_size(n, settings.batch_size)
+    images, labeled_all = on_device(device, generator, images, is_labeled.bool())
     model.to(device)
     prototypes.data = prototypes.data.to(device)
     loop = TrainingLoop([*model.parameters(), prototypes], settings.epochs, settings.lr,
                         settings.weight_decay, modules=(model,), desc="ssc")
-    labeled_all = is_labeled.bool()
     shares: list[float] = []  # confident share of U per batch, for the progress bar
 
     def step(epoch: int, idx: torch.Tensor) -> float | None:
@@ -106,10 +107,8 @@ def train_ssc(model, prototypes: torch.nn.Parameter, images: torch.Tensor,
             return None
         views_l = normalize(augment(x_l, generator)) if len(x_l) else x_l
         loss, share = ssc_batch(
-            model, prototypes, views_l.to(device),
-            normalize(augment(x_u, generator)).to(device),
-            normalize(augment(x_u, generator)).to(device), normalize(x_u).to(device),
-            settings)
+            model, prototypes, views_l, normalize(augment(x_u, generator)),
+            normalize(augment(x_u, generator)), normalize(x_u), settings)
         shares.append(share)
         return loop.backward_step(loss)
 
@@ -166,7 +165,8 @@ class SSC(PretrainingMethod):
     def train(self, job: PretrainJob) -> PretrainResult:
         proj_dim = job.proj_dim
         prototypes = torch.nn.Parameter(torch.nn.functional.normalize(
-            torch.randn(2, proj_dim, generator=job.generator), dim=1))
+            torch.randn(2, proj_dim, generator=job.generator, device=job.generator.device),
+            dim=1))
         settings = SSCSettings(job.epochs, job.batch_size, job.lr, job.weight_decay,
                                **self.options,
                                prior=job.prior if self.uses_prior("") else None)

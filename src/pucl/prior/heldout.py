@@ -131,10 +131,13 @@ def classifier_kind(choice: str, sample_shape: tuple[int, ...]) -> str:
 
 def heldout_scores(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
                    settings: HeldOutParams, random_state: int | None = 0,
-                   progress: bool = False, cvir: bool = False) -> HeldOutScores:
+                   progress: bool = False, cvir: bool = False,
+                   device: str | torch.device = "cpu") -> HeldOutScores:
     """Cross-fitted P-vs-U scores of float rows U [n_u, d] and P [n_p, d]; `sample_shape`
     is one row's original shape ((c, h, w) for images). `cvir`: network fold models go on
-    with `settings.cvir_rounds` CVIR rounds (TED^n) after their early-stopped fit."""
+    with `settings.cvir_rounds` CVIR rounds (TED^n) after their early-stopped fit. The
+    network trains on `device`; its batches are drawn by the numpy generator as on the
+    CPU, and only their indices travel."""
     need = minimum_rows(settings.folds)
     if len(U) < need or len(P) < need:
         raise ValueError(f"{settings.folds}-fold held-out scores need at least {need} rows "
@@ -154,7 +157,7 @@ def heldout_scores(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
             alphas.append(())
         else:
             score, step, fold_alphas = _fit_network(train_u, train_p, tuple(sample_shape),
-                                                    settings, rng, cvir)
+                                                    settings, rng, cvir, torch.device(device))
             steps.append(step)
             alphas.append(tuple(fold_alphas))
         scores_u[fold_u == k] = score(U[fold_u == k])
@@ -194,7 +197,8 @@ def _balanced_loss(logit_p: torch.Tensor, logit_u: torch.Tensor) -> torch.Tensor
 
 
 def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
-                 settings: HeldOutParams, rng: np.random.Generator, cvir: bool = False):
+                 settings: HeldOutParams, rng: np.random.Generator, cvir: bool = False,
+                 device: str | torch.device = "cpu"):
     torch.manual_seed(int(rng.integers(2**31)))
     fit_u, val_u = _split_off(len(U), settings.validation, rng)
     fit_p, val_p = _split_off(len(P), settings.validation, rng)
@@ -203,16 +207,23 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
     def tensor(rows: np.ndarray | torch.Tensor) -> torch.Tensor:
         if isinstance(rows, torch.Tensor):
             return rows
-        return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).reshape(shape)
+        return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.float32)).reshape(
+            shape).to(device)
 
     def logits(model: nn.Module, rows: np.ndarray | torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            return torch.cat([model(tensor(rows[i:i + 4096])).squeeze(1)
+            return torch.cat([model(tensor(rows[i:i + 4096])).squeeze(1).float()
                               for i in range(0, len(rows), 4096)])
 
-    val_p, val_u = tensor(P[val_p]), tensor(U[val_u])  # converted once, checked often
+    # the rows live where the network trains: a step sends only its indices
+    rows_p, rows_u = tensor(P), tensor(U)
+    val_p, val_u = rows_p[val_p], rows_u[val_u]
 
-    model = _network(sample_shape)
+    def batch(idx_p: np.ndarray, idx_u: np.ndarray) -> torch.Tensor:
+        return torch.cat([rows_p[torch.from_numpy(idx_p).to(device)],
+                          rows_u[torch.from_numpy(idx_u).to(device)]])
+
+    model = _network(sample_shape).to(device)
     optimiser = torch.optim.Adam(model.parameters(), lr=settings.lr,
                                  weight_decay=settings.weight_decay)
     images = len(sample_shape) == 3
@@ -224,10 +235,10 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
         batch_u = order[cursor:cursor + settings.batch_size]
         cursor += len(batch_u)
         batch_p = fit_p[rng.integers(0, len(fit_p), len(batch_u))]
-        _step(model, optimiser, tensor(np.concatenate([P[batch_p], U[batch_u]])),
-              len(batch_p), settings.shift if images else 0, rng)
+        _step(model, optimiser, batch(batch_p, batch_u), len(batch_p),
+              settings.shift if images else 0, rng)
         if step % settings.eval_every == 0 or step == settings.max_steps:
-            model.eval()
+            model.eval()  # early stopping reads the validation loss back: every eval_every steps
             val = float(_balanced_loss(logits(model, val_p), logits(model, val_u)))
             if val < best[0]:
                 best, stale = (val, step, copy.deepcopy(model.state_dict())), 0
@@ -236,10 +247,10 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
                 if stale >= settings.patience:
                     break
     model.load_state_dict(best[2])
-    alphas = _cvir(model, optimiser, P[fit_p], U[fit_u], val_p, val_u, tensor, logits,
+    alphas = _cvir(model, optimiser, fit_p, fit_u, val_p, val_u, rows_u, batch, logits,
                    settings, images, rng) if cvir else []
     model.eval()
-    return (lambda rows: logits(model, rows).numpy().astype(np.float64)), best[1], alphas
+    return (lambda rows: logits(model, rows).cpu().numpy().astype(np.float64)), best[1], alphas
 
 
 def _step(model: nn.Module, optimiser: torch.optim.Optimizer, x: torch.Tensor, n_p: int,
@@ -249,39 +260,42 @@ def _step(model: nn.Module, optimiser: torch.optim.Optimizer, x: torch.Tensor, n
         dy, dx = rng.integers(-shift, shift + 1, 2)
         x = torch.roll(x, shifts=(int(dy), int(dx)), dims=(2, 3))
     model.train()
-    out = model(x).squeeze(1)
+    out = model(x).squeeze(1).float()
     loss = _balanced_loss(out[:n_p], out[n_p:])
     optimiser.zero_grad()
     loss.backward()
     optimiser.step()
 
 
-def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, P: np.ndarray, U: np.ndarray,
-          val_p: torch.Tensor, val_u: torch.Tensor, tensor, logits, settings: HeldOutParams,
-          images: bool, rng: np.random.Generator) -> list[float]:
+def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, fit_p: np.ndarray,
+          fit_u: np.ndarray, val_p: torch.Tensor, val_u: torch.Tensor, rows_u: torch.Tensor,
+          batch, logits, settings: HeldOutParams, images: bool, rng: np.random.Generator
+          ) -> list[float]:
     """CVIR rounds of TED^n (Garg et al. 2021; bbe.py): BBE on the validation slice gives a
     prior alpha; the alpha share of U the model scores most positive is left out of the
     negatives, and the model trains on P against the rest. A U that holds positives makes
     a P-vs-U classifier hedge on them; without them it separates the classes better, and
     BBE's top bin gets purer. A round is `cvir_epochs` epochs of U's size, each batch
-    drawn from the kept rows. Returns each round's alpha."""
+    drawn from the kept rows. P and U are the rows `fit_p` and `fit_u` (indices into
+    `batch(idx_p, idx_u)`'s rows). Returns each round's alpha."""
     alphas = []
     for _ in range(settings.cvir_rounds):
         model.eval()
-        alpha = best_bin(logits(model, val_p).numpy(), logits(model, val_u).numpy(),
+        alpha = best_bin(logits(model, val_p).cpu().numpy(), logits(model, val_u).cpu().numpy(),
                          settings.gamma, settings.delta)[0]
         alphas.append(float(alpha))
-        ranked = np.argsort(logits(model, U).numpy(), kind="stable")
-        keep = ranked[:len(U) - int(alpha * len(U))]
+        ranked = np.argsort(logits(model, rows_u[torch.from_numpy(fit_u).to(rows_u.device)])
+                            .cpu().numpy(), kind="stable")
+        keep = ranked[:len(fit_u) - int(alpha * len(fit_u))]
         if len(keep) < 2:  # U all positive by this estimate: nothing to learn from
             break
-        batch = min(settings.batch_size, len(keep))
+        size = min(settings.batch_size, len(keep))
         # an epoch counts the steps of a pass over all of U, as the paper's loader does
-        for _ in range(math.ceil(settings.cvir_epochs * len(U) / settings.batch_size)):
-            batch_u = keep[rng.choice(len(keep), batch, replace=False)]
-            batch_p = rng.integers(0, len(P), batch)
-            _step(model, optimiser, tensor(np.concatenate([P[batch_p], U[batch_u]])),
-                  batch, settings.shift if images else 0, rng)
+        for _ in range(math.ceil(settings.cvir_epochs * len(fit_u) / settings.batch_size)):
+            batch_u = keep[rng.choice(len(keep), size, replace=False)]
+            batch_p = rng.integers(0, len(fit_p), size)
+            _step(model, optimiser, batch(fit_p[batch_p], fit_u[batch_u]), size,
+                  settings.shift if images else 0, rng)
     return alphas
 
 
@@ -299,7 +313,7 @@ class HeldOutEstimator(PriorEstimator):
                  shift: int = 2, cvir_rounds: int = 3, cvir_epochs: int = 1,
                  pca_dim: int = 50, C: float = 1.0, gamma: float = 0.01,
                  delta: float = 0.1, bandwidth_u: float = 0.05, bandwidth_p: float = 0.1,
-                 random_state: int | None = 0, progress: bool = False):
+                 random_state: int | None = 0, progress: bool = False, device: str = "cpu"):
         self.classifier = classifier
         self.folds = folds
         self.validation = validation
@@ -320,6 +334,7 @@ class HeldOutEstimator(PriorEstimator):
         self.bandwidth_p = bandwidth_p
         self.random_state = random_state
         self.progress = progress
+        self.device = device  # where the P-vs-U network trains (base.device)
 
     @property
     def min_samples(self) -> int:  # per side
@@ -335,7 +350,7 @@ class HeldOutEstimator(PriorEstimator):
 
     def _scores(self, U: np.ndarray, P: np.ndarray) -> HeldOutScores:
         return heldout_scores(U, P, self.sample_shape_, self.heldout_settings(),
-                              self.random_state, self.progress, self.cvir)
+                              self.random_state, self.progress, self.cvir, self.device)
 
     def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
         scores = self._scores(U, P)

@@ -62,6 +62,6 @@ def fit_classifiers(recipe: Recipe, models: Sequence[ContrastiveModel], x_train:
             announce(k, len(models))
         torch.set_rng_state(start)
         members.append(fit_member(objective, model, images, targets, classifier_settings(recipe),
-                                  augment, seeded_generator(recipe.seed), device, progress,
+                                  augment, seeded_generator(recipe.seed, device), device, progress,
                                   method_head))
     return targets, members

@@ -69,7 +69,8 @@ def pretrain(recipe: Recipe, images: torch.Tensor, is_labeled: torch.Tensor,
     job = PretrainJob(model, contrastive_loss(recipe, prior), images, is_labeled,
                       make_augment(p.augment, images.dim() == 2), p.epochs, p.batch_size,
                       p.lr, p.weight_decay, p.proj_dim, p.proj_hidden, prior,
-                      seeded_generator(seed), device, resume=resume, on_epoch=on_epoch,
+                      seeded_generator(seed, device), device, resume=resume,
+                      on_epoch=on_epoch,
                       progress=progress)
     result = pretraining_method(recipe).train(job)
     return model.cpu().eval(), result

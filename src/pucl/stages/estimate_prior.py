@@ -16,6 +16,7 @@ from pucl.io import write_json
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.recipe import Recipe
 from pucl.recipe.prior import estimate_prior
+from pucl.runtime import resolve_device
 from pucl.stages._context import PRIOR_REPORT, StageContext
 
 NAME = "estimate_prior"
@@ -47,7 +48,7 @@ def run(ctx: StageContext) -> dict:
         used, details = estimate_prior(Recipe.of(ctx.params),
                                        x[train.loc[train["in_u"], "index"].to_numpy()],
                                        x[train.loc[train["pu"] == 1, "index"].to_numpy()],
-                                       ctx.progress)
+                                       ctx.progress, resolve_device(ctx.params.base.device))
         report.update(details)
     report["prior"] = float(used)
     report["abs_error"] = abs(float(used) - prior_true) if prior_true is not None else None

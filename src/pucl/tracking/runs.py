@@ -54,6 +54,8 @@ class Run:
             return None
 
     def log_params(self, params: Mapping[str, Any]) -> None:
+        if not self.active:  # tracking off: MLflow is never imported
+            return
         from mlflow.entities import Param
 
         items = [Param(k, str(v)[:6000]) for k, v in params.items()]
@@ -61,6 +63,8 @@ class Run:
             self._safe("log params", "log_batch", params=items[start:start + 100])
 
     def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        if not self.active:  # tracking off: MLflow is never imported
+            return
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -71,6 +75,8 @@ class Run:
             self._safe("log metrics", "log_batch", metrics=items[start:start + 500])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
+        if not self.active:  # tracking off: MLflow is never imported
+            return
         from mlflow.entities import RunTag
 
         self._safe("set tags", "log_batch", tags=[RunTag(k, str(v)) for k, v in tags.items()])
@@ -86,6 +92,8 @@ class Run:
                     profile: Mapping[str, Any] | None = None) -> None:
         """The data this run read, as an MLflow dataset input (the runs table's Dataset
         column): its name, version digest and where it lives."""
+        if not self.active:
+            return
         import json
 
         from mlflow.entities import Dataset, DatasetInput, InputTag

@@ -1,0 +1,197 @@
+"""The device path (base.device, base.precision), checked on the CPU: the code a GPU runs is
+the code these tests run with `base.device: cpu`. The few checks that need CUDA skip with
+a reason where torch sees none."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from pucl.classify.finetune import FinetuneSettings, finetune
+from pucl.classify.linear import LinearHead, LinearSettings, train_linear_head, train_pu_head
+from pucl.data.augment import AffineJitter
+from pucl.errors import ParamsError
+from pucl.features import embed
+from pucl.losses import CONTRASTIVE_LOSSES
+from pucl.models import ContrastiveModel
+from pucl.pretraining.contrastive import PretrainSettings, train_contrastive
+from pucl.prior.heldout import HeldOutParams, heldout_scores
+from pucl.runtime import compute_precision, configure, seeded_generator
+from tests.conftest import ROOT, tiny_params
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+CPU = torch.device("cpu")
+
+
+def images(n: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (n, 1, 28, 28), generator=g, dtype=torch.uint8)
+
+
+def pretrain(x: torch.Tensor, epochs: int, batch: int, device=CPU, seed: int = 0):
+    torch.manual_seed(seed)
+    model = ContrastiveModel("lenet5", (1, 28, 28), 64, 32)
+    labelled = torch.zeros(len(x), dtype=torch.bool)
+    labelled[: len(x) // 4] = True
+    history = train_contrastive(model, CONTRASTIVE_LOSSES.get("pucl").build(temperature=0.5),
+                                x, labelled, AffineJitter(hflip=0.5),
+                                PretrainSettings(epochs, batch, 1e-3, 1e-5),
+                                seeded_generator(seed, device), device, progress=False)
+    return model, history
+
+
+class HostReads:
+    """Counts reads of a tensor's value into Python (each one waits for the device) made
+    by pucl's own code, by wrapping the Tensor methods that do them."""
+
+    METHODS = ("__float__", "__int__", "__bool__", "__index__", "item", "tolist", "numpy",
+               "cpu")
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        source = str(Path(__import__("pucl").__file__).parent)
+        for name in self.METHODS:
+            original = getattr(torch.Tensor, name)
+
+            def wrapped(tensor, *args, _original=original, **kwargs):
+                if sys._getframe(1).f_code.co_filename.startswith(source):
+                    self.count += 1
+                return _original(tensor, *args, **kwargs)
+
+            monkeypatch.setattr(torch.Tensor, name, wrapped)
+
+
+def reads_during(monkeypatch, work) -> int:
+    with monkeypatch.context() as patch:
+        counter = HostReads(patch)
+        work()
+        return counter.count
+
+
+def test_training_loops_read_back_once_per_epoch_not_per_step(monkeypatch):
+    """Doubling the steps of an epoch adds no host reads: losses stay on the device."""
+    torch.set_num_threads(1)
+    one, two = images(128), images(256)
+    assert reads_during(monkeypatch, lambda: pretrain(one, 1, 32)) == \
+        reads_during(monkeypatch, lambda: pretrain(two, 1, 32)) > 0
+
+    feats = np.random.default_rng(0).normal(size=(512, 8)).astype(np.float32)
+    labels = (feats[:, 0] > 0).astype(np.int64)
+    settings = LinearSettings(1, 1e-2, 0.0, 32)
+    head_reads = [reads_during(monkeypatch, lambda n=n: train_linear_head(
+        feats[:n], labels[:n], settings, seeded_generator(0), progress=False))
+        for n in (256, 512)]
+    pu_reads = [reads_during(monkeypatch, lambda n=n: train_pu_head(
+        feats[:32], feats[32:n], 0.4, "nnpu", settings, seeded_generator(0), progress=False))
+        for n in (256, 512)]
+    assert head_reads[0] == head_reads[1] and pu_reads[0] == pu_reads[1]
+
+    def tune(n: int) -> None:
+        model = ContrastiveModel("lenet5", (1, 28, 28), 64, 32)
+        head = LinearHead(model.encoder.out_dim)
+        finetune(model.encoder, head, images(n), FinetuneSettings(1, 1e-3, 0.0, 32),
+                 AffineJitter(), seeded_generator(0), CPU, positive=torch.arange(16),
+                 unlabeled=torch.arange(16, n), kind="nnpu", prior=0.4, progress=False)
+
+    assert reads_during(monkeypatch, lambda: tune(128)) == \
+        reads_during(monkeypatch, lambda: tune(256))
+
+
+def test_a_generator_on_the_device_reproduces_its_draws():
+    x = images(64).float() / 255
+    jitter = AffineJitter(hflip=0.5)
+    a, b = (jitter(x, seeded_generator(3)) for _ in range(2))
+    assert torch.equal(a, b)
+    assert not torch.equal(a, jitter(x, seeded_generator(4)))
+    _, first = pretrain(images(96), 2, 32)
+    _, again = pretrain(images(96), 2, 32)
+    assert [h.loss for h in first] == [h.loss for h in again]
+
+
+def test_a_generator_on_another_device_than_the_data_is_refused():
+    """Batch indices drawn on one device cannot index data on another: said up front."""
+    with pytest.raises(ValueError, match=r"generator is on cpu but training on meta"):
+        train_contrastive(ContrastiveModel("lenet5", (1, 28, 28), 64, 32),
+                          CONTRASTIVE_LOSSES.get("pucl").build(temperature=0.5), images(64),
+                          torch.zeros(64, dtype=torch.bool), AffineJitter(),
+                          PretrainSettings(1, 32, 1e-3, 0.0), seeded_generator(0),
+                          torch.device("meta"), progress=False)
+
+
+def test_bf16_is_refused_on_the_cpu_and_fp32_is_a_no_op():
+    with pytest.raises(ParamsError, match=r"base.precision = 'bf16' needs a CUDA device.*"
+                                          r"allowed there: fp32"):
+        configure(0, "cpu", 1, precision="bf16")
+    with pytest.raises(ParamsError, match=r"base.precision = 'fp16' \(allowed: fp32, bf16\)"):
+        compute_precision(CPU, "fp16")
+    with compute_precision(CPU, "fp32"):
+        assert not torch.is_autocast_enabled("cpu")
+
+
+def test_the_training_code_runs_under_bf16_autocast():
+    """What base.precision = bf16 does on CUDA, done by the CPU's autocast: every loss
+    reads float32, so the training code has no dtype clash and stays finite."""
+    torch.set_num_threads(1)
+    x = images(96)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model, history = pretrain(x, 1, 32)
+        features = embed(model, x.numpy(), "projector")
+        head = LinearHead(model.encoder.out_dim)
+        tuned = finetune(model.encoder, head, x, FinetuneSettings(1, 1e-3, 0.0, 32),
+                         AffineJitter(), seeded_generator(0), CPU, positive=torch.arange(24),
+                         unlabeled=torch.arange(24, 96), kind="nnpu", prior=0.4,
+                         progress=False)
+        rows = x.reshape(96, -1).numpy() / 255.0
+        scores = heldout_scores(rows[48:], rows[:48], (1, 28, 28),
+                                HeldOutParams(classifier="network", max_steps=4, eval_every=2,
+                                              batch_size=16), 0)
+    assert features.dtype == np.float32 and np.isfinite(features).all()
+    assert np.isfinite([h.loss for h in history] + tuned).all()
+    assert np.isfinite(scores.u).all() and np.isfinite(scores.p).all()
+
+
+def test_the_pipeline_runs_with_tracking_off_and_no_mlflow_installed(tmp_path):
+    """A GPU worker without MLflow runs the in-process pipeline with PUCL_TRACKING=off:
+    the stage path never imports it (an import of it fails here)."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+
+        class NoMLflow:
+            def find_spec(self, name, path=None, target=None):
+                if name == "mlflow" or name.startswith("mlflow."):
+                    raise ImportError("mlflow is not installed on this worker")
+
+        sys.meta_path.insert(0, NoMLflow())
+        from pucl.stages.runner import resolve_params, run_pipeline
+        root = Path({str(tmp_path)!r})
+        result = run_pipeline(resolve_params(root), root / "run", "no-mlflow")
+        print("accuracy", result.metrics["accuracy"])
+        assert not any(m == "mlflow" or m.startswith("mlflow.") for m in sys.modules)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, env={**os.environ, "PUCL_TRACKING": "off",
+                                          "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert float(done.stdout.split("accuracy")[-1]) > 0.5
+    assert (tmp_path / "run" / "data" / "evaluate" / "metrics.json").exists()
+
+
+@CUDA
+def test_cuda_training_is_reproducible_and_stays_on_the_device():
+    cuda = torch.device("cuda")
+    x = images(256)
+    first, h1 = pretrain(x, 2, 64, cuda)
+    second, h2 = pretrain(x, 2, 64, cuda)
+    assert [h.loss for h in h1] == [h.loss for h in h2]
+    for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
