@@ -72,8 +72,7 @@ class Runner:
     def step(self) -> None:
         batch = self.lever.batch
         idx = torch.randint(0, len(self.images), (batch,), generator=self.generator)
-        v1, v2 = two_views(self.images, idx, self.augment, self.generator,
-                           torch.device("cpu"))
+        v1, v2 = two_views(self.images, idx, self.augment, self.generator)
         x = torch.cat([v1, v2])
         if self.lever.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)

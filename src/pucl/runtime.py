@@ -75,6 +75,15 @@ def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gen
     return g
 
 
+def adam(params, lr: float, weight_decay: float) -> torch.optim.Adam:
+    """Adam; on CUDA its fused kernel (one launch per step for every parameter, where a
+    small model's step is otherwise a row of tiny launches), elsewhere torch's default,
+    so CPU results stay as they were."""
+    params = list(params)
+    fused = True if params and params[0].is_cuda else None
+    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=fused)
+
+
 def on_device(device: torch.device, generator: torch.Generator, *tensors: torch.Tensor
               ) -> list[torch.Tensor]:
     """The training data moved once to `device`, where the loop's generator must draw
@@ -84,6 +93,16 @@ def on_device(device: torch.device, generator: torch.Generator, *tensors: torch.
                          f"{torch.device(device).type}: make it with "
                          f"pucl.runtime.seeded_generator(seed, device)")
     return [t.to(device) for t in tensors]
+
+
+def from_host(array: np.ndarray, device: torch.device | str) -> torch.Tensor:
+    """A host array (batch indices drawn by numpy, say) on `device` without waiting: on
+    CUDA it is pinned and copied asynchronously, where a copy from pageable memory would
+    first wait for every kernel already queued."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if torch.device(device).type != "cuda":
+        return tensor
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def epoch_order(n: int, generator: torch.Generator) -> torch.Tensor:

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from pucl.classify.linear import LinearHead, PUBatches
 from pucl.classify.pu_risk import PU_RISKS, pu_risk
 from pucl.data.augment import normalize, to_unit_float
-from pucl.runtime import LossSum, epoch_order, on_device
+from pucl.progress import EpochBar
+from pucl.runtime import LossSum, adam, epoch_order, on_device
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def finetune(
     encoder.to(device)
     head.to(device)
     params = [*encoder.parameters(), *head.parameters()]
-    optimizer = torch.optim.Adam(params, lr=settings.lr, weight_decay=settings.weight_decay)
+    optimizer = adam(params, settings.lr, settings.weight_decay)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=settings.epochs)
     ce = nn.CrossEntropyLoss()
 
@@ -91,8 +91,7 @@ def finetune(
             yield order[start:start + batch]
 
     losses = []
-    for _ in tqdm(range(settings.epochs), desc=f"fine-tune ({kind})", unit="epoch",
-                  disable=not progress):
+    for _ in EpochBar(settings.epochs, f"fine-tune ({kind})", disable=not progress):
         encoder.train()
         head.train()
         epoch = LossSum()

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from pucl.classify.base import LinearHead
 from pucl.classify.pu_risk import pu_risk
-from pucl.runtime import LossSum, epoch_order
+from pucl.progress import EpochBar
+from pucl.runtime import LossSum, adam, epoch_order
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,7 @@ def _standardised_head(x: torch.Tensor, settings: LinearSettings
     head.mean.copy_(x.mean(0))
     head.scale.copy_(x.std(0).clamp_min(1e-6))
     head.to(x.device)
-    optimizer = torch.optim.Adam(head.parameters(), lr=settings.lr,
-                                 weight_decay=settings.weight_decay)
+    optimizer = adam(head.parameters(), settings.lr, settings.weight_decay)
     return head, optimizer
 
 
@@ -54,7 +53,7 @@ def train_linear_head(
     loss_fn = nn.CrossEntropyLoss()
     losses = []
     batch = min(settings.batch_size, len(x))
-    for _ in tqdm(range(settings.epochs), desc="classifier", unit="epoch", disable=not progress):
+    for _ in EpochBar(settings.epochs, "classifier", disable=not progress):
         head.train()
         order = epoch_order(len(x), generator)
         epoch = LossSum()
@@ -112,8 +111,7 @@ def train_pu_head(
     head, optimizer = _standardised_head(torch.cat([x_p, x_u]), settings)
     batches = PUBatches(len(x_p), len(x_u), settings.batch_size, generator)
     losses = []
-    for _ in tqdm(range(settings.epochs), desc=f"classifier ({kind})", unit="epoch",
-                  disable=not progress):
+    for _ in EpochBar(settings.epochs, f"classifier ({kind})", disable=not progress):
         head.train()
         epoch = LossSum()
         for idx_p, idx_u in batches.epoch():

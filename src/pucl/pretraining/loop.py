@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 import torch
-from tqdm.auto import tqdm
 
 from pucl.data.augment import normalize, to_unit_float
-from pucl.runtime import LossSum, epoch_order, on_device
+from pucl.progress import EpochBar
+from pucl.runtime import LossSum, adam, epoch_order, on_device
 
 __all__ = ["EpochStats", "TrainingLoop", "full_batch_size", "on_device", "two_views"]
 
@@ -75,7 +75,7 @@ class TrainingLoop:
         self.epochs = epochs
         self.modules = modules  # put in train mode at every epoch
         self.desc = desc
-        self.optimizer = torch.optim.Adam(list(params), lr=lr, weight_decay=weight_decay)
+        self.optimizer = adam(params, lr, weight_decay)
         self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer,
                                                                    T_max=epochs)
 
@@ -102,8 +102,7 @@ class TrainingLoop:
             history = [EpochStats(**h) for h in resume["history"]]
             start_epoch = resume["epoch"]
         steps = n // batch
-        bar = tqdm(range(start_epoch, self.epochs), desc=self.desc, unit="epoch",
-                   disable=not progress, initial=start_epoch, total=self.epochs)
+        bar = EpochBar(self.epochs, self.desc, disable=not progress, initial=start_epoch)
         for epoch in bar:
             for module in self.modules:
                 module.train()

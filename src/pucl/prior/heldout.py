@@ -26,12 +26,13 @@ from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from torch import nn
-from tqdm.auto import tqdm
 
 from pucl.models.encoders import LeNet5, MLPEncoder
 from pucl.prior.base import PriorEstimator
 from pucl.prior.bins import best_bin
+from pucl.progress import EpochBar
 from pucl.registry import EntryParams
+from pucl.runtime import adam, from_host
 
 
 class HeldOutParams(EntryParams):
@@ -148,8 +149,8 @@ def heldout_scores(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
     kind = classifier_kind(settings.classifier, tuple(sample_shape))
     scores_u, scores_p = np.empty(len(U)), np.empty(len(P))
     steps, alphas = [], []
-    for k in tqdm(range(settings.folds), desc=f"prior: P-vs-U {kind}", unit="fold",
-                  disable=not progress):
+    for k in EpochBar(settings.folds, f"prior: P-vs-U {kind}", disable=not progress,
+                      unit="fold"):
         train_u, train_p = U[fold_u != k], P[fold_p != k]
         if kind == "logistic":
             score = _fit_logistic(train_u, train_p, settings)
@@ -220,12 +221,10 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
     val_p, val_u = rows_p[val_p], rows_u[val_u]
 
     def batch(idx_p: np.ndarray, idx_u: np.ndarray) -> torch.Tensor:
-        return torch.cat([rows_p[torch.from_numpy(idx_p).to(device)],
-                          rows_u[torch.from_numpy(idx_u).to(device)]])
+        return torch.cat([rows_p[from_host(idx_p, device)], rows_u[from_host(idx_u, device)]])
 
     model = _network(sample_shape).to(device)
-    optimiser = torch.optim.Adam(model.parameters(), lr=settings.lr,
-                                 weight_decay=settings.weight_decay)
+    optimiser = adam(model.parameters(), settings.lr, settings.weight_decay)
     images = len(sample_shape) == 3
     best = (math.inf, 0, copy.deepcopy(model.state_dict()))
     order, cursor, stale = rng.permutation(fit_u), 0, 0
@@ -284,7 +283,7 @@ def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, fit_p: np.ndarray,
         alpha = best_bin(logits(model, val_p).cpu().numpy(), logits(model, val_u).cpu().numpy(),
                          settings.gamma, settings.delta)[0]
         alphas.append(float(alpha))
-        ranked = np.argsort(logits(model, rows_u[torch.from_numpy(fit_u).to(rows_u.device)])
+        ranked = np.argsort(logits(model, rows_u[from_host(fit_u, rows_u.device)])
                             .cpu().numpy(), kind="stable")
         keep = ranked[:len(fit_u) - int(alpha * len(fit_u))]
         if len(keep) < 2:  # U all positive by this estimate: nothing to learn from

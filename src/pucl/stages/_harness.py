@@ -129,6 +129,9 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
                              parent.run_id if parent else None) as mlrun:
             logged = {"base.seed": params.base.seed, "data.dataset": params.data.dataset,
                       "data.task": params.data.task}
+            if name not in NUMPY_ONLY_STAGES:  # what the device and precision resolved to
+                logged.update({"base.device": device.type,
+                               "base.precision": params.base.precision})
             methods = chosen_settings(params)
             for section in STAGES[name]:  # a section, sub-section or one value
                 value = functools.reduce(getattr, section.split("."), params)

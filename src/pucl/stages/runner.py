@@ -19,6 +19,7 @@ import yaml
 
 from pucl.config import Params, parse_params, read_yaml_mapping
 from pucl.io import atomic_path
+from pucl.progress import report
 from pucl.settings import apply_overrides
 from pucl.stages import STAGES
 
@@ -116,6 +117,7 @@ def run_pipeline(params: Params, workdir: Path, name: str, tags: dict | None = N
         parent.log_artifact(workdir / "params.yaml")
         result = PipelineResult(name, workdir, parent.run_id)
         for stage in STAGES:
+            report(stage=stage)  # to a sweep point's progress file, when one listens
             result.stages[stage] = stage_call(stage, params, workdir, progress, parent.run_id)
         parent.set_tags({"run_dir": str(workdir)})
     return result
