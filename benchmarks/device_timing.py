@@ -30,7 +30,7 @@ import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
-from _commit import with_commit  # noqa: E402
+from _commit import current_commit, with_commit  # noqa: E402
 
 from pucl.config import parse_assignments  # noqa: E402
 from pucl.models.encoders import CNN7, LeNet5, MLPEncoder, ResNet18  # noqa: E402
@@ -123,6 +123,7 @@ def main() -> None:
                       "base.precision": args.precision, "base.threads": args.threads,
                       "paths.pretrain_cache": None, **parse_assignments(args.overrides)})
     params = resolve_params(ROOT, overrides)
+    commit = current_commit()  # the code that runs: files edited during the run do not count
     device = resolve_device(params.base.device)
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     print(f"{label}, seed {args.seed}: {name}, {params.base.precision}, "
@@ -171,7 +172,7 @@ def main() -> None:
                      "pretrain_images_per_s": round(pretrain_rate),
                      "bare_images_per_s": round(bare),
                      "pretrain_vs_bare": round(pretrain_rate / bare, 3)})
-        frame = with_commit(pd.DataFrame([{**common, **row} for row in rows]))
+        frame = with_commit(pd.DataFrame([{**common, **row} for row in rows]), commit)
         if args.out.exists():
             frame = pd.concat([pd.read_csv(args.out), frame], ignore_index=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)

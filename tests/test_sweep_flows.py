@@ -4,6 +4,8 @@ server and sqlite MLflow store (tests/conftest.py), read back with a plain Mlflo
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import pytest
 import yaml
@@ -26,7 +28,7 @@ def compare(*args: str):
     return result
 
 
-def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
+def test_sweep_runs_every_point_and_compares_them(flows_env, harness, caplog):
     """`--runner threads` (the process pools of pucl's default runner start their workers
     in test_bench_... and test_points_sharing_...)."""
     from prefect.task_runners import ThreadPoolTaskRunner
@@ -35,8 +37,13 @@ def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
 
     spec = {"name": "tiny", "seeds": [0, 1], "grid": {"split.n_p": [100, 200]},
             "set": {"pretrain.epochs": 1, **GIVEN_PRIOR}}
-    result = sweep.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))(
-        spec=spec, project=str(flows_env["root"]))
+    flow_logs = logging.getLogger("prefect.flow_runs")  # Prefect's own: not propagated
+    flow_logs.addHandler(caplog.handler)
+    try:
+        result = sweep.with_options(task_runner=ThreadPoolTaskRunner(max_workers=1))(
+            spec=spec, project=str(flows_env["root"]))
+    finally:
+        flow_logs.removeHandler(caplog.handler)
     client = flows_env["client"]
     sweep_run = client.get_run(result["mlflow_run_id"])
     assert sweep_run.data.tags["kind"] == "sweep" and sweep_run.info.status == "FINISHED"
@@ -52,6 +59,13 @@ def test_sweep_runs_every_point_and_compares_them(flows_env, harness):
                 / "metrics.json").exists()
     assert {"comparison/comparison.csv", "comparison/accuracy_vs_gamma.png"} <= artifact_paths(
         client, result["mlflow_run_id"])
+    # where the points were, one line per change, ending with all four done; the workers'
+    # progress files are gone with them
+    progress = [r.getMessage() for r in caplog.records if "points done" in r.getMessage()]
+    assert progress[0].startswith("sweep tiny: 0/4 points done")
+    assert progress[-1] == "sweep tiny: 4/4 points done, 0 running, 0 queued"
+    assert len(progress) == len(set(progress))
+    assert not list((flows_env["root"] / "data/runs/tiny").rglob("progress.json"))
 
     # `pucl compare` reads the sweep back from MLflow: one row per point. (In this
     # process: the command's own start is test_cli's.)

@@ -5,10 +5,13 @@ Core code reports what it does with `report(...)` or iterates `EpochBar`; a list
 registered with `listening(callback)` receives each event as a dict: `stage` (when a
 pipeline stage starts), or `step` (a loop's name, e.g. "pretrain"), `done` and `total`
 (epochs or folds finished, out of how many). No listener: nothing but the bar happens.
+Listeners are per thread, so sweep points that share a process on threads each hear
+only their own work.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,22 +19,28 @@ from typing import Any
 from tqdm.auto import tqdm
 
 Listener = Callable[[dict[str, Any]], None]
-_listeners: list[Listener] = []
+_local = threading.local()
+
+
+def _listeners() -> list[Listener]:
+    if not hasattr(_local, "listeners"):
+        _local.listeners = []
+    return _local.listeners
 
 
 def report(**event: Any) -> None:
-    for listener in list(_listeners):
+    for listener in list(_listeners()):
         listener(event)
 
 
 @contextmanager
 def listening(listener: Listener) -> Iterator[Listener]:
-    """Send every event reported in this process to `listener` while the block runs."""
-    _listeners.append(listener)
+    """Send every event reported in this thread to `listener` while the block runs."""
+    _listeners().append(listener)
     try:
         yield listener
     finally:
-        _listeners.remove(listener)
+        _listeners().remove(listener)
 
 
 class EpochBar:

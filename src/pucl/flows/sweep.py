@@ -28,8 +28,10 @@ from pucl import tracking
 from pucl.comparison import compare_runs, pipeline_runs
 from pucl.config import Params
 from pucl.errors import ParamsError, PuclError
+from pucl.flows._progress import PROGRESS_FILE, PointProgress, SweepWatch
 from pucl.flows._tasks import exit_with_parent, project_dir, retry_if_transient
 from pucl.pretraining import PRETRAINING_METHODS
+from pucl.progress import listening
 from pucl.stages._context import entry_settings
 from pucl.stages.preflight import check_inputs
 from pucl.stages.runner import (
@@ -74,11 +76,12 @@ def shared_pretraining(params: Params) -> str | None:
 
 
 def submit_points(points: list[SweepPoint], root: Path, raw: dict, submit,
-                  poll_seconds: float = 2.0) -> list:
+                  poll_seconds: float = 2.0, watch=None) -> list:
     """Submit every point; a point whose encoder an earlier point also trains is
     submitted once that point has finished (whatever its outcome), so two workers never
     train one encoder at the same time and the later point restores it from the cache.
-    (Prefect's own wait_for cannot express "whatever its outcome" on a process pool.)"""
+    (Prefect's own wait_for cannot express "whatever its outcome" on a process pool.)
+    `watch(futures)` is called at every poll (None for the points not yet submitted)."""
     keys = [shared_pretraining(resolve_params(root, p.overrides, raw)) for p in points]
     first: dict[str, int] = {}
     futures: list[Any] = [None] * len(points)
@@ -97,7 +100,23 @@ def submit_points(points: list[SweepPoint], root: Path, raw: dict, submit,
             waiting.remove((i, j))
         if waiting and not ready:
             futures[waiting[0][1]].wait(timeout=poll_seconds)
+        if watch is not None:
+            watch(futures)
     return futures
+
+
+def point_directory(root: Path, raw: dict, sweep_name: str, point: SweepPoint) -> Path:
+    """Where a point runs: <paths.runs>/<sweep>/<point>/."""
+    return run_directory(root, resolve_params(root, point.overrides, raw),
+                         f"{sweep_name}/{safe_name(point.name)}")
+
+
+def wait_watching(futures: list, watch: SweepWatch, poll_seconds: float = 2.0) -> None:
+    """Wait for every point, logging where they are as they move."""
+    while not all(future.state.is_final() for future in futures):
+        wait(futures, timeout=poll_seconds)
+        watch.poll(futures)
+    watch.poll(futures)
 
 
 STOP_MARKER = ".stopped"  # in the sweep's directory while a stopped sweep winds down
@@ -132,8 +151,13 @@ def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], r
     params = resolve_params(project, overrides, raw)
     workdir = run_directory(project, params, f"{sweep_name}/{safe_name(point_name)}")
     tags = {"sweep": sweep_name, **({"variant": variant} if variant else {})}
-    result = run_pipeline(params, workdir, point_name, tags=tags,
-                          entry="sweep", parent_run_id=sweep_run_id)
+    progress = PointProgress(workdir / PROGRESS_FILE)  # read by the sweep's flow
+    try:
+        with listening(progress):
+            result = run_pipeline(params, workdir, point_name, tags=tags,
+                                  entry="sweep", parent_run_id=sweep_run_id)
+    finally:
+        progress.remove()
     return {**result.summary(), "overrides": overrides}
 
 
@@ -159,11 +183,14 @@ def sweep(spec: dict[str, Any], project: str | None = None,
         parent.log_text(yaml.safe_dump(spec, sort_keys=False), "sweep.yaml")
         logger.info(f"sweep {sweep_spec.name}: {len(points)} points -> {out_dir}")
         marker = out_dir / STOP_MARKER
+        watch = SweepWatch([p.name for p in points],
+                           [point_directory(root, raw, sweep_spec.name, p) for p in points],
+                           lambda line: logger.info(f"sweep {sweep_spec.name}: {line}"))
         with stop_workers_on_exit(marker):
             futures = submit_points(points, root, raw, lambda p: run_point.submit(
                 p.name, p.overrides, raw, str(root), sweep_spec.name, parent.run_id, uri,
-                p.variant, str(marker)))
-            wait(futures)
+                p.variant, str(marker)), watch=watch.poll)
+            wait_watching(futures, watch)
         results, failed = [], []
         for point, future in zip(points, futures, strict=True):
             if future.state.is_completed():
