@@ -24,6 +24,8 @@ SUITE = {  # name: (script, arguments of the reported run, arguments of a quick 
     "pupl_scale": ("pupl_scale.py", [], ["--sizes", "20000x64"]),
     "pipeline_timing": ("pipeline_timing.py", [],
                         ["--set", "pretrain.epochs=1", "--set", "classifier.epochs=2"]),
+    "device_timing": ("device_timing.py", ["--out", "reports/benchmarks/device_timing.csv"],
+                      ["--set", "pretrain.epochs=1", "--set", "classifier.epochs=2"]),
 }
 
 

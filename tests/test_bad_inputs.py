@@ -75,6 +75,9 @@ CASES = [
          params={"data": {"task": "cifar-i"}}),
     Case("unknown device", PUCL + ["check"], "invalid parameter 'base.device' = 'tpu'",
          params={"base": {"device": "tpu"}}),
+    Case("bf16 on the CPU", PUCL + ["check"],
+         "base.precision = 'bf16' needs a CUDA device, but base.device resolves to cpu "
+         "(allowed there: fp32)", params={"base": {"device": "cpu", "precision": "bf16"}}),
     Case("unknown encoder", PUCL + ["check"], "invalid parameter 'pretrain.encoder'",
          params={"pretrain": {"encoder": "vit"}}),
     Case("inverted band", PUCL + ["repro"], "0 <= low < high <= 1",

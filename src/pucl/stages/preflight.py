@@ -13,6 +13,7 @@ from pucl.data import check_task, get_task, load_dataset
 from pucl.errors import DataError, ParamsError
 from pucl.recipe.checks import check_methods
 from pucl.recipe.pretraining import resolve_encoder
+from pucl.runtime import check_precision, resolve_device
 from pucl.stages._context import data_path
 
 
@@ -47,8 +48,10 @@ def _encoder_fits(encoder: str, shape: tuple[int, ...], proj_hidden: int, proj_d
 def check_inputs(params: Params, root: Path) -> None:
     """Rules that need the data, checked before any stage output is touched (pucl repro,
     check, run, sweep): the data loads, n_p fits the task's positives, the encoder fits
-    the image shape."""
+    the image shape, bf16 is not asked of the CPU."""
     check_methods(params)
+    if params.base.device == "cpu":  # auto and cuda resolve where the stages run (a GPU
+        check_precision(params.base.precision, resolve_device("cpu"))  # worker, maybe)
     check_task(params.data.dataset, params.data.task)
     y_train, shape, given_pu = _training_labels(
         params.data.dataset, str(root / params.paths.data_root), params.data.test_fraction,
