@@ -308,6 +308,34 @@ def test_8_a_retrain_killed_midway_leaves_alias_and_data_as_they_were(cycle):
         pass
 
 
+def test_8b_the_next_pass_marks_what_a_killed_one_left(cycle):
+    """The killed pass of test_8 left its runs RUNNING. A pass killed a little later, after
+    registering its challenger, also leaves a version that was never scored: one is made
+    here as the flow makes it. The next pass marks both, and moves nothing else."""
+    client = cycle["client"]
+    exp = client.get_experiment_by_name("pucl")
+
+    def running():
+        return client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'")
+
+    killed = [r for r in running() if r.data.tags.get("kind") == "retrain"]
+    assert len(killed) == 1 and len(running()) > 1  # its pipeline's runs too
+    before = {int(v.version): dict(v.tags) for v in client.search_model_versions(
+        f"name = '{MODEL}'")}
+    alias = champion(client)
+    source = client.get_model_version(MODEL, alias)
+    unscored = client.create_model_version(MODEL, source.source, run_id=source.run_id,
+                                           tags={"retrain_run_id": killed[0].info.run_id})
+    pucl("retrain", "--no-progress")
+    assert running() == []
+    again = client.get_run(killed[0].info.run_id)
+    assert again.info.status == "FAILED" and again.data.tags["retrain.orphan"] == "true"
+    assert client.get_model_version(MODEL, unscored.version).tags["retrain.orphan"] == "true"
+    for version, tags in before.items():  # scored versions are left as they were
+        assert dict(client.get_model_version(MODEL, str(version)).tags) == tags
+    assert champion(client) == alias
+
+
 def test_9_an_unreadable_store_is_one_line(cycle, tmp_path, monkeypatch):
     broken = tmp_path / "broken.db"
     broken.write_text("not a database")

@@ -177,10 +177,45 @@ def _figures(store: tracking.Store, run: tracking.Run, name: str, workdir: Path)
         run.log_artifact(path, "figures")
 
 
+ORPHAN_TAG = "retrain.orphan"
+
+
+def mark_orphans(store: tracking.Store, name: str) -> list[str]:
+    """What an earlier pass left when it was killed. It held the retrain lock this pass
+    holds now, so nothing still writes to it: its retrain run and the runs nested under it
+    that are still RUNNING are marked FAILED, and a version it registered but never scored
+    (no `holdout_score`) and that holds no alias is tagged `retrain.orphan=true`, so that
+    no one takes it for a candidate. Returns one line per thing marked."""
+    marked = []
+
+    def fail(run: tracking.RunRecord) -> None:
+        for child in store.children(run.run_id):
+            if child.status == "RUNNING":
+                fail(child)
+        handle = store.attach(run.run_id)
+        handle.set_tags({ORPHAN_TAG: "true"})
+        handle.finish("FAILED")
+
+    for run in store.runs("tags.kind = 'retrain' and attributes.status = 'RUNNING'"):
+        fail(run)
+        marked.append(f"run {run.name} ({run.run_id}) marked FAILED")
+    registered = {m.name for m in store.client.search_registered_models(f"name = '{name}'")}
+    for version in store.versions(name) if name in registered else []:
+        tags = version["tags"]
+        if "holdout_score" in tags or version["aliases"] or tags.get(ORPHAN_TAG) == "true":
+            continue
+        store.set_version_tag(name, str(version["version"]), ORPHAN_TAG, "true")
+        marked.append(f"version {version['version']} of {name} (never scored) tagged "
+                      f"{ORPHAN_TAG}")
+    return marked
+
+
 def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
     logger = get_run_logger()
     t = params.tracking
     store = open_registry_store(params, root)
+    for line in mark_orphans(store, t.registered_model):  # a killed earlier pass
+        logger.warning(f"retrain: an earlier pass was killed: {line}")
     x_hold, y_hold = holdout(params, root)
     sha = holdout_digest(x_hold, y_hold)
     data_name, data_digest, data_source = data_identity(params, root)
