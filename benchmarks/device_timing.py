@@ -60,18 +60,18 @@ def loop_seconds(start: float, events: list[tuple[float, dict]]) -> list[tuple[s
     """(loop, its epochs done / total, seconds) for each loop a stage reported, in order: a
     loop's time runs from the previous loop's last event (or the stage's start) to its
     own last event."""
-    out, last_end, current = [], start, None
+    loops: list[list] = []  # [name, "done/total", time of its last event]
     for t, event in events:
         if "step" not in event:
             continue
-        if current is not None and event["step"] != current[0]:
-            out.append(current)
-            last_end = current[3]
-        begin = last_end if current is None or event["step"] != current[0] else current[1]
-        current = (event["step"], begin, f"{event['done']}/{event['total']}", t)
-    if current is not None:
-        out.append(current)
-    return [(step, done, end - begin) for step, begin, done, end in out]
+        latest = [event["step"], f"{event['done']}/{event['total']}", t]
+        if loops and loops[-1][0] == event["step"]:
+            loops[-1] = latest
+        else:
+            loops.append(latest)
+    begins = [start, *(end for _, _, end in loops)][:len(loops)]
+    return [(name, done, end - begin) for (name, done, end), begin in
+            zip(loops, begins, strict=True)]
 
 
 def synchronize(device: torch.device) -> None:

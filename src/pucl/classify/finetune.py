@@ -10,6 +10,7 @@ read back once (as in pretraining's loop).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -34,6 +35,34 @@ class FinetuneSettings:
 def _views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator
            ) -> torch.Tensor:
     return normalize(augment(to_unit_float(images[idx]), generator))
+
+
+def _ce_objectives(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
+                   labels: torch.Tensor, batch_size: int, augment,
+                   generator: torch.Generator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """One epoch of cross-entropy: (objective, value to report) per full batch (BatchNorm
+    wants them), each batch's views drawn when it is reached."""
+    order = epoch_order(len(images), generator)
+    batch = min(batch_size, len(images))
+    ce = nn.CrossEntropyLoss()
+    for start in range(0, len(images) - batch + 1, batch):
+        idx = order[start:start + batch]
+        loss = ce(head(encoder(_views(images, idx, augment, generator))).float(), labels[idx])
+        yield loss, loss
+
+
+def _pu_objectives(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
+                   positive: torch.Tensor, unlabeled: torch.Tensor, batches: PUBatches,
+                   augment, generator: torch.Generator, prior: float, kind: str, beta: float,
+                   gamma: float) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """One epoch of the uPU / nnPU risk: (objective, risk) per batch of P and U."""
+    for idx_p, idx_u in batches.epoch():
+        if len(idx_u) < 2:  # a BatchNorm step needs two rows
+            continue
+        rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
+        scores = head.score(encoder(_views(images, rows, augment, generator))).float()
+        result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind, beta, gamma)
+        yield result.objective, result.risk
 
 
 def finetune(
@@ -65,52 +94,31 @@ def finetune(
     if kind != "ce" and (positive is None or unlabeled is None or prior is None):
         raise ValueError(f"kind {kind!r} needs positive, unlabeled and prior")
     images, = on_device(device, generator, images)
-    if kind == "ce":
-        labels, = on_device(device, generator, labels)
-    else:
-        positive, unlabeled = on_device(device, generator, positive, unlabeled)
     encoder.to(device)
     head.to(device)
-    params = [*encoder.parameters(), *head.parameters()]
-    optimizer = adam(params, settings.lr, settings.weight_decay)
+    optimizer = adam([*encoder.parameters(), *head.parameters()], settings.lr,
+                     settings.weight_decay)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=settings.epochs)
-    ce = nn.CrossEntropyLoss()
-
-    def step(objective: torch.Tensor) -> None:
-        optimizer.zero_grad(set_to_none=True)
-        objective.backward()
-        optimizer.step()
-
-    pu = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator) \
-        if kind != "ce" else None
-
-    def ce_batches() -> Iterator[torch.Tensor]:
-        order = epoch_order(len(images), generator)
-        batch = min(settings.batch_size, len(images))
-        for start in range(0, len(images) - batch + 1, batch):  # full batches for BatchNorm
-            yield order[start:start + batch]
-
+    if kind == "ce":
+        labels, = on_device(device, generator, labels)
+        epoch_objectives = functools.partial(_ce_objectives, encoder, head, images, labels,
+                                             settings.batch_size, augment, generator)
+    else:
+        positive, unlabeled = on_device(device, generator, positive, unlabeled)
+        batches = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator)
+        epoch_objectives = functools.partial(_pu_objectives, encoder, head, images, positive,
+                                             unlabeled, batches, augment, generator, prior,
+                                             kind, beta, gamma)
     losses = []
     for _ in EpochBar(settings.epochs, f"fine-tune ({kind})", disable=not progress):
         encoder.train()
         head.train()
         epoch = LossSum()
-        if kind == "ce":
-            for idx in ce_batches():
-                loss = ce(head(encoder(_views(images, idx, augment, generator))).float(),
-                          labels[idx])
-                step(loss)
-                epoch.add(loss)
-        else:
-            for idx_p, idx_u in pu.epoch():
-                if len(idx_u) < 2:  # a BatchNorm step needs two rows
-                    continue
-                rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
-                scores = head.score(encoder(_views(images, rows, augment, generator))).float()
-                result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind,
-                                 beta, gamma)
-                step(result.objective)
-                epoch.add(result.risk)
+        for objective, reported in epoch_objectives():
+            optimizer.zero_grad(set_to_none=True)
+            objective.backward()
+            optimizer.step()
+            epoch.add(reported)
         schedule.step()
         losses.append(epoch.mean())
     encoder.eval()

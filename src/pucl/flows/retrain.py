@@ -180,12 +180,13 @@ def _figures(store: tracking.Store, run: tracking.Run, name: str, workdir: Path)
 ORPHAN_TAG = "retrain.orphan"
 
 
-def mark_orphans(store: tracking.Store, name: str) -> list[str]:
+def mark_orphans(store: tracking.Store, name: str, logger: Any | None = None) -> list[str]:
     """What an earlier pass left when it was killed. It held the retrain lock this pass
     holds now, so nothing still writes to it: its retrain run and the runs nested under it
     that are still RUNNING are marked FAILED, and a version it registered but never scored
     (no `holdout_score`) and that holds no alias is tagged `retrain.orphan=true`, so that
-    no one takes it for a candidate. Returns one line per thing marked."""
+    no one takes it for a candidate. Returns one line per thing marked, each also logged
+    as a warning to `logger`."""
     marked = []
 
     def fail(run: tracking.RunRecord) -> None:
@@ -207,6 +208,8 @@ def mark_orphans(store: tracking.Store, name: str) -> list[str]:
         store.set_version_tag(name, str(version["version"]), ORPHAN_TAG, "true")
         marked.append(f"version {version['version']} of {name} (never scored) tagged "
                       f"{ORPHAN_TAG}")
+    for line in marked if logger is not None else ():
+        logger.warning(f"retrain: an earlier pass was killed: {line}")
     return marked
 
 
@@ -214,8 +217,7 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
     logger = get_run_logger()
     t = params.tracking
     store = open_registry_store(params, root)
-    for line in mark_orphans(store, t.registered_model):  # a killed earlier pass
-        logger.warning(f"retrain: an earlier pass was killed: {line}")
+    mark_orphans(store, t.registered_model, logger)  # what a killed earlier pass left
     x_hold, y_hold = holdout(params, root)
     sha = holdout_digest(x_hold, y_hold)
     data_name, data_digest, data_source = data_identity(params, root)
@@ -266,21 +268,7 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
         store.set_version_tag(t.registered_model, version, "holdout_score",
                               decision.challenger_score)
         if champion is not None:
-            previous = _float(champion.tags.get("prior_estimate"))
-            if previous is not None and decision.prior_estimate is not None:
-                decision.prior_drift = decision.prior_estimate - previous
-            since = champion.tags.get("data.batches", "none")
-            if params.data.dataset == "tracked" and since.isdigit():
-                decision.new_rows, decision.new_data_prior = arrived_prior(params, root,
-                                                                           int(since))
-                if previous is not None and decision.new_data_prior is not None:
-                    decision.new_data_drift = decision.new_data_prior - previous
-            try:
-                decision.champion_score = holdout_score(store, t.registered_model,
-                                                        champion.version, x_hold, y_hold,
-                                                        t.champion_metric)
-            except PuclError as exc:  # e.g. trained on inputs of another shape
-                decision.reason = f"the champion cannot score this holdout ({exc}); "
+            _against_champion(decision, champion, store, params, root, x_hold, y_hold)
         if should_promote(decision.challenger_score, decision.champion_score,
                           t.min_improvement):
             store.set_alias(t.registered_model, CHAMPION, version)
@@ -295,6 +283,27 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
         _record(run, decision, logger)
         _figures(store, run, t.registered_model, workdir)
         return decision
+
+
+def _against_champion(decision: Decision, champion: Any, store: tracking.Store,
+                      params: Params, root: Path, x_hold: np.ndarray, y_hold: np.ndarray
+                      ) -> None:
+    """The champion's score on the same holdout, and how the prior moved since it was
+    trained (overall, and on the batches that arrived since), into `decision`."""
+    t = params.tracking
+    previous = _float(champion.tags.get("prior_estimate"))
+    if previous is not None and decision.prior_estimate is not None:
+        decision.prior_drift = decision.prior_estimate - previous
+    since = champion.tags.get("data.batches", "none")
+    if params.data.dataset == "tracked" and since.isdigit():
+        decision.new_rows, decision.new_data_prior = arrived_prior(params, root, int(since))
+        if previous is not None and decision.new_data_prior is not None:
+            decision.new_data_drift = decision.new_data_prior - previous
+    try:
+        decision.champion_score = holdout_score(store, t.registered_model, champion.version,
+                                                x_hold, y_hold, t.champion_metric)
+    except PuclError as exc:  # e.g. trained on inputs of another shape
+        decision.reason = f"the champion cannot score this holdout ({exc}); "
 
 
 def _float(value: Any) -> float | None:

@@ -21,9 +21,9 @@ from pucl.pretraining.loop import (
     EpochStats,
     TrainingLoop,
     full_batch_size,
-    on_device,
     two_views,
 )
+from pucl.runtime import on_device
 
 __all__ = ["Contrastive", "EpochStats", "PretrainSettings", "train_contrastive"]
 

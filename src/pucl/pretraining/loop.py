@@ -21,9 +21,7 @@ import torch
 
 from pucl.data.augment import normalize, to_unit_float
 from pucl.progress import EpochBar
-from pucl.runtime import LossSum, adam, epoch_order, on_device
-
-__all__ = ["EpochStats", "TrainingLoop", "full_batch_size", "on_device", "two_views"]
+from pucl.runtime import LossSum, adam, epoch_order
 
 
 @dataclass(frozen=True)

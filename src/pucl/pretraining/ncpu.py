@@ -35,10 +35,10 @@ from pucl.pretraining.loop import (
     EpochStats,
     TrainingLoop,
     full_batch_size,
-    on_device,
     two_views,
 )
 from pucl.registry import EntryParams
+from pucl.runtime import on_device
 
 POSITIVE, NEGATIVE = 0, 1
 
@@ -154,6 +154,16 @@ def ncpu_step_loss(f: torch.Tensor, targets: torch.Tensor, labeled: torch.Tensor
     return loss + w_ent * (mean_f * mean_f.log()).sum()
 
 
+@torch.no_grad()
+def momentum_update(target: torch.nn.Module, online: torch.nn.Module, ema: float) -> None:
+    """BYOL's target network: an exponential moving average of the online weights
+    (rate `ema`); its buffers (BatchNorm statistics) copied."""
+    for t_param, o_param in zip(target.parameters(), online.parameters(), strict=True):
+        t_param.mul_(ema).add_(o_param.detach(), alpha=1 - ema)
+    for t_buf, o_buf in zip(target.buffers(), online.buffers(), strict=True):
+        t_buf.copy_(o_buf)
+
+
 def train_ncpu(
     network: NcPUNetwork,
     images: torch.Tensor,
@@ -172,7 +182,7 @@ def train_ncpu(
     host, so each step reads its batch back."""
     n = len(images)
     batch = full_batch_size(n, settings.batch_size)
-    (images, labeled_on_device) = on_device(device, generator, images, is_labeled.bool())
+    images, labeled_on_device = on_device(device, generator, images, is_labeled.bool())
     network.to(device)
     target = copy.deepcopy(network.model).to(device)  # encoder + projector, no predictor
     for param in target.parameters():
@@ -214,12 +224,7 @@ def train_ncpu(
         pair = 0.5 * (noisncl_loss(q1, k2, same) + noisncl_loss(q2, k1, same))
         loss = loop.backward_step(ncpu_step_loss(
             f1, run["targets"][idx].to(device), labeled, pair, settings.w_r, settings.w_ent))
-        with torch.no_grad():  # BYOL's momentum update of the target network
-            for t_param, o_param in zip(target.parameters(), network.model.parameters(),
-                                        strict=True):
-                t_param.mul_(settings.ema).add_(o_param.detach(), alpha=1 - settings.ema)
-            for t_buf, o_buf in zip(target.buffers(), network.model.buffers(), strict=True):
-                t_buf.copy_(o_buf)
+        momentum_update(target, network.model, settings.ema)
         return loss
 
     def state() -> dict:

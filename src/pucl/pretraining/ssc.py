@@ -34,8 +34,9 @@ from pucl.pretraining.base import (
     PretrainJob,
     PretrainResult,
 )
-from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size, on_device
+from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size
 from pucl.registry import EntryParams
+from pucl.runtime import on_device
 
 NEGATIVE, POSITIVE = 0, 1
 
