@@ -87,7 +87,7 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeyp
     from mlflow.tracking import MlflowClient
 
     MlflowClient(tracking_uri).create_experiment("pucl")  # as the first run leaves it
-    (project / "bad_sweep.yaml").write_text("name: s\ngrid:\n  split.n_p: [100, -1]\n")
+    (project / "bad_sweep.yaml").write_text("name: s\ngrid:\n  split.n_p: [300, -1]\n")
     (project / "typo_sweep.yaml").write_text("name: s\ngird: {}\n")
     cases = [
         (("run", "--set", "pretrain.loss=simclr"), "pretrain.loss"),

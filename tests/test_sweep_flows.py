@@ -36,7 +36,7 @@ def test_sweep_runs_every_point_and_compares_them(flows_env, harness, caplog):
     from pucl.flows.sweep import sweep
 
     spec = {"name": "tiny", "seeds": [0, 1], "grid": {"split.n_p": [100, 200]},
-            "set": {"pretrain.epochs": 1, **GIVEN_PRIOR}}
+            "set": {"pretrain.epochs": 1, "split.val_fraction": 0.2, **GIVEN_PRIOR}}
     flow_logs = logging.getLogger("prefect.flow_runs")  # Prefect's own: not propagated
     flow_logs.addHandler(caplog.handler)
     try:
@@ -54,7 +54,8 @@ def test_sweep_runs_every_point_and_compares_them(flows_env, harness, caplog):
         assert r.data.tags["kind"] == "pipeline"
         assert len(children(client, r.info.run_id)) == len(STAGES)
         n_p = int(r.data.params["split.n_p"])
-        assert r.data.metrics["n_p"] == n_p
+        # 20% of the labelled positives went to the validation part
+        assert (r.data.metrics["n_p"], r.data.metrics["val_n_p"]) == (0.8 * n_p, 0.2 * n_p)
         assert (flows_env["root"] / "data/runs/tiny" / r.info.run_name / "data/evaluate"
                 / "metrics.json").exists()
     assert {"comparison/comparison.csv", "comparison/accuracy_vs_gamma.png"} <= artifact_paths(
@@ -76,6 +77,12 @@ def test_sweep_runs_every_point_and_compares_them(flows_env, harness, caplog):
     assert {"split.n_p", "base.seed", "gamma", "accuracy"} <= set(table.columns)
     for name in table["run"]:
         assert name in shown.stdout
+    # the choice a PU user could make: the best validation estimate, named
+    best = table.loc[table["val_est_accuracy"].idxmax(), "run"]
+    assert (f"chosen by the validation estimate (val_est_accuracy "
+            f"{table['val_est_accuracy'].max():.4f}, from P and U alone): run={best}"
+            in shown.stdout)
+    assert f"run={best}" in (flows_env["root"] / "data/runs/tiny/comparison.md").read_text()
     grouped = compare("--sweep", "tiny", "--by", "split.n_p", "--out",
                       str(flows_env["root"] / "grouped"))
     by_n_p = pd.read_csv(flows_env["root"] / "grouped/comparison.csv")
@@ -114,6 +121,12 @@ def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, har
     accuracy = table.set_index("variant")["accuracy"]
     assert f"{100 * accuracy['pucl_pupl']:.1f} +- 0.0" in rows["pucl_pupl"]
     assert "91.8" in rows["pucl_pupl"] and "91.8" not in rows["pucl_nnpu"]
+    # one variant chosen by its validation estimate, the table's own column says which
+    estimate = table.set_index("variant")["val_est_accuracy"]
+    pick = estimate.idxmax()
+    assert (f"chosen by the validation estimate (val_est_accuracy {estimate.max():.4f}, from "
+            f"P and U alone): variant={pick}") in result.stdout
+    assert "yes" in rows[pick] and "yes" not in rows[min(set(rows) - {pick})]
     client = flows_env["client"]
     tagged = runs(client, "tags.sweep = 'tiny-bench' and tags.kind = 'pipeline'")
     assert sorted(r.data.tags["variant"] for r in tagged) == ["pucl_nnpu", "pucl_pupl"]

@@ -210,3 +210,32 @@ def test_grouped_comparison_names_the_prior_source_and_minutes_per_seed():
     assert table.loc["fresh", "minutes_per_seed"] == pytest.approx(13.0)
     assert table.loc["cached", "minutes_per_seed"] == pytest.approx(12.0)  # 2 + 600 s
     assert table.loc["number", "minutes_per_seed"] == pytest.approx(3.0)
+
+
+def test_the_choice_reads_the_validation_estimate_never_the_test():
+    from pucl.reporting import bench_table, choice_lines, chosen
+
+    # the test set prefers x everywhere; the validation estimate prefers y at n_p 100
+    frame = pd.DataFrame({"run": list("abcdef"), "run_id": list("abcdef"),
+                          "variant": ["x", "x", "y", "y", "z", "z"],
+                          "split.n_p": [100, 1000] * 3, "gamma": 0.1,
+                          "accuracy": [0.99, 0.99, 0.80, 0.80, 0.70, 0.70],
+                          "val_est_accuracy": [0.90, 0.95, 0.93, 0.91, np.nan, np.nan]})
+    grouped = comparison_table(frame, ["variant", "split.n_p"])
+    columns = list(grouped.columns)
+    assert columns.index("val_est_accuracy") < columns.index("accuracy")  # what chooses first
+    within = grouped[chosen(grouped, ["split.n_p"])]
+    assert within[["variant", "split.n_p"]].to_numpy().tolist() == [["x", 1000], ["y", 100]]
+    assert grouped[chosen(grouped)]["variant"].tolist() == ["x"]  # 0.95: the best overall
+    assert choice_lines(grouped, ["variant", "split.n_p"], ["split.n_p"]) == [
+        "chosen by the validation estimate (val_est_accuracy 0.9500, from P and U alone): "
+        "variant=x, split.n_p=1000",
+        "chosen by the validation estimate (val_est_accuracy 0.9300, from P and U alone): "
+        "variant=y, split.n_p=100"]
+    table = bench_table(grouped, lambda row: None, ["split.n_p"])
+    assert table["chosen"].tolist() == ["", "yes", "yes", "", "", ""]
+    assert table["val est %"].tolist()[:2] == ["90.0 +- 0.0", "95.0 +- 0.0"]
+    # runs without the estimate (val_fraction 0): nothing is chosen, no column claims it
+    blind = grouped.assign(val_est_accuracy=np.nan)
+    assert not chosen(blind).any() and choice_lines(blind, ["variant"]) == []
+    assert "chosen" not in bench_table(blind, lambda row: None).columns

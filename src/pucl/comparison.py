@@ -12,7 +12,14 @@ import pandas as pd
 from pucl import tracking
 from pucl.errors import PuclError
 from pucl.io import atomic_path, save_figure, write_table
-from pucl.reporting import comparison_table, gamma_figure, runs_frame, to_markdown, with_std
+from pucl.reporting import (
+    choice_lines,
+    comparison_table,
+    gamma_figure,
+    runs_frame,
+    to_markdown,
+    with_std,
+)
 
 
 class NotFound(PuclError):
@@ -53,13 +60,15 @@ class Comparison:
     frame: pd.DataFrame
     table: pd.DataFrame
     files: list[Path]
+    choice: list[str]  # the row the validation estimate chose (none without estimates)
 
 
 def compare_runs(runs: Sequence[tracking.RunRecord], out_dir: Path, by: Sequence[str] = (),
                  hue: str = "pretrain.loss", title: str = "runs",
                  log_to: tracking.Run | None = None) -> Comparison:
     """Write comparison.csv / comparison.md / accuracy_vs_gamma.png under `out_dir` and
-    log them to `log_to` (a sweep's parent run)."""
+    log them to `log_to` (a sweep's parent run). The markdown names the row the
+    validation estimate chose (reporting.chosen)."""
     if not runs:
         raise NotFound("no finished pipeline runs to compare")
     frame = runs_frame(_record(r) for r in runs)
@@ -69,13 +78,15 @@ def compare_runs(runs: Sequence[tracking.RunRecord], out_dir: Path, by: Sequence
         raise NotFound(str(exc)) from None
     csv, md, png = (out_dir / "comparison.csv", out_dir / "comparison.md",
                     out_dir / "accuracy_vs_gamma.png")
+    choice = choice_lines(table, list(by) or ["run", "variant"])  # a row per group or run
     write_table(csv, table)
     with atomic_path(md) as tmp:
         tmp.write_text(f"# Comparison: {title}\n\n{len(frame)} pipeline runs"
                        + (f", grouped by {', '.join(by)}" if by else "") + ".\n\n"
+                       + "".join(f"{line[0].upper()}{line[1:]}.\n\n" for line in choice)
                        + to_markdown(with_std(table)))
     save_figure(png, gamma_figure(frame, hue=by[0] if by else hue))
     if log_to is not None:
         for path in (csv, md, png):
             log_to.log_artifact(path, "comparison")
-    return Comparison(frame, table, [csv, md, png])
+    return Comparison(frame, table, [csv, md, png], choice)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
+from pucl.metrics import classification_metrics
+
 METRICS = ("accuracy", "balanced_error", "precision", "recall", "f1", "roc_auc")
 
 
@@ -63,6 +65,13 @@ class Estimate:
     at_prior_low: float
     at_prior_high: float
 
+    def interval(self) -> tuple[float, float]:
+        """The bootstrap interval widened by the prior's part: it holds the estimate for
+        the held-out rows' chance and for any prior within the error (inside [0, 1])."""
+        shifts = (self.at_prior_low - self.value, self.at_prior_high - self.value)
+        return (max(self.low + min(0.0, *shifts), 0.0),
+                min(self.high + max(0.0, *shifts), 1.0))
+
 
 def estimate_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
                      threshold: float = 0.5, prior_error: float = 0.0,
@@ -89,4 +98,31 @@ def estimate_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
         low, high = np.percentile(values, [tail, 100 - tail]) if bootstrap else (np.nan,) * 2
         out[name] = Estimate(point[name], float(low), float(high), ends[0][name],
                              ends[1][name])
+    return out
+
+
+# metrics.json's validation estimates: its name -> the metric of METRICS it reports
+VALIDATION_METRICS = {"accuracy": "accuracy", "auc": "roc_auc", "f1": "f1"}
+
+
+def validation_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
+                       prior_error: float, y_u: np.ndarray | None = None, seed: int = 0
+                       ) -> dict[str, float]:
+    """The validation part's entries of metrics.json: `val_est_<name>` for each name of
+    VALIDATION_METRICS with `_low` / `_high` (Estimate.interval), the held-out counts
+    `val_n_p` / `val_n_u`, the prior they read (`val_prior`); and, where every member of
+    the held-out U has a known label, `val_true_<name>`: the same metric from those labels
+    (an oracle check of the estimate, never an input to it)."""
+    estimates = estimate_metrics(p_scores, u_scores, prior, prior_error=prior_error,
+                                 seed=seed)
+    out: dict[str, float] = {"val_n_p": len(p_scores), "val_n_u": len(u_scores),
+                             "val_prior": prior}
+    for name, metric in VALIDATION_METRICS.items():
+        low, high = estimates[metric].interval()
+        out.update({f"val_est_{name}": estimates[metric].value,
+                    f"val_est_{name}_low": low, f"val_est_{name}_high": high})
+    if y_u is not None and len(y_u) and (np.asarray(y_u) >= 0).all():
+        truth = classification_metrics(np.asarray(y_u), np.asarray(u_scores, float))
+        out.update({f"val_true_{name}": truth[metric]
+                    for name, metric in VALIDATION_METRICS.items()})
     return out

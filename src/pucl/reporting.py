@@ -14,8 +14,12 @@ import pandas as pd
 
 from pucl.errors import did_you_mean
 
-KEY_METRICS = ("accuracy", "f1", "roc_auc", "prior_abs_error", "pseudo_label_accuracy",
-               "knn_accuracy", "knn_accuracy_trunk", "knn_accuracy_inputs", "prototype_bias")
+# What pucl chooses a variant by: the label-free estimate on the validation part (P and U
+# alone, docs/evaluation.md), never a test metric.
+CHOICE_METRIC = "val_est_accuracy"
+KEY_METRICS = (CHOICE_METRIC, "accuracy", "f1", "roc_auc", "prior_abs_error",
+               "pseudo_label_accuracy", "knn_accuracy", "knn_accuracy_trunk",
+               "knn_accuracy_inputs", "prototype_bias")
 DERIVED = ("prior_source", "minutes_per_seed")  # runs_frame's columns read from params / times
 # Params that change how a run executes, not what it computes.
 EXECUTION_PARAMS = ("base.device", "base.threads", "tracking.uri", "tracking.experiment")
@@ -131,6 +135,30 @@ def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFram
     return table[[*first, *[c for c in table.columns if c not in first]]]
 
 
+def chosen(table: pd.DataFrame, within: Sequence[str] = ()) -> np.ndarray:
+    """bool per row: the row with the highest validation estimate (CHOICE_METRIC; the
+    first on a tie) among the rows of each value of `within` (among all rows without),
+    which is how pucl chooses from P and U alone. None chosen where no row has one."""
+    if CHOICE_METRIC not in table or table.empty:
+        return np.zeros(len(table), dtype=bool)
+    score = table[CHOICE_METRIC].reset_index(drop=True)
+    keys = (table[list(within)].astype(str).agg("|".join, axis=1).reset_index(drop=True)
+            if within else pd.Series(0, index=score.index))
+    picks = score.dropna().groupby(keys[score.notna()], sort=False).idxmax()
+    return score.index.isin(picks.to_numpy())
+
+
+def choice_lines(table: pd.DataFrame, keys: Sequence[str], within: Sequence[str] = ()
+                 ) -> list[str]:
+    """One line per chosen row (`chosen`): what was chosen, named by `keys`, and by what."""
+    lines = []
+    for rec in table[chosen(table, within)].to_dict("records"):
+        what = ", ".join(f"{k}={format_cell(rec[k])}" for k in keys if k in rec)
+        lines.append(f"chosen by the validation estimate ({CHOICE_METRIC} "
+                     f"{rec[CHOICE_METRIC]:.4f}, from P and U alone): {what}")
+    return lines
+
+
 def with_std(table: pd.DataFrame) -> pd.DataFrame:
     """For display: `m` and `m_std` columns merged into one 'mean +- std' column."""
     out = table.copy()
@@ -143,18 +171,26 @@ def with_std(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def bench_table(grouped: pd.DataFrame,
-                reference: Callable[[dict[str, Any]], float | None]) -> pd.DataFrame:
+                reference: Callable[[dict[str, Any]], float | None],
+                within: Sequence[str] = ()) -> pd.DataFrame:
     """A grouped comparison (comparison_table with `by`) as the paper prints it: test
     accuracy in percent, mean +- population std, beside the published number and the
     difference (ours - paper) where `reference(row)` gives one for the row's variant and
-    grid point."""
+    grid point. Where the runs have a validation estimate, its column comes first and
+    `chosen` marks, per grid point (`within`), the variant it chose."""
     keys = [c for c in grouped.columns
             if c not in {"n", "gamma", "gamma_std"} and c not in KEY_METRICS
             and not c.endswith("_std")]
+    estimated = CHOICE_METRIC in grouped and grouped[CHOICE_METRIC].notna().any()
+    picked = chosen(grouped, within)
     rows = []
-    for rec in grouped.to_dict("records"):
+    for rec, pick in zip(grouped.to_dict("records"), picked, strict=True):
         mean, std = 100 * rec["accuracy"], 100 * rec.get("accuracy_std", np.nan)
         row = {k: rec[k] for k in keys}
+        if estimated:
+            row["val est %"] = (f"{100 * rec[CHOICE_METRIC]:.1f} +- "
+                                f"{100 * rec.get(CHOICE_METRIC + '_std', np.nan):.1f}")
+            row["chosen"] = "yes" if pick else ""
         row["accuracy %"] = f"{mean:.1f} +- {std:.1f}"
         paper = reference(rec)
         row["paper %"] = f"{paper:.1f}" if paper is not None else "-"

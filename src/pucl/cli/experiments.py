@@ -62,8 +62,10 @@ def ablate(
         spec = parse_sweep({
             "name": "ablation", "seeds": _ints(seeds),
             "grid": {"pretrain.loss": names, "split.n_p": _ints(n_p)},
+            # every training row: the table compares objectives, it chooses nothing
             "set": {"prior.method": "oracle", "pretrain.prior": "oracle",
-                    "pretrain.epochs": epochs, "tracking.experiment": "ablation"}})
+                    "split.val_fraction": 0.0, "pretrain.epochs": epochs,
+                    "tracking.experiment": "ablation"}})
 
         validate_points(spec, root)  # every configuration, before running any
     except PuclError as exc:
@@ -170,7 +172,8 @@ def bench(
     set_: SetOption = None,
 ) -> None:
     """Run a paper protocol (a preset) over its seeds through the sweep flow and print
-    test accuracy as mean +- std per variant beside the paper's number (Table 3 style).
+    test accuracy as mean +- std per variant beside the paper's number (Table 3 style),
+    and the variant the validation estimate chooses at each grid point (P and U alone).
     --set adds to the preset's `set`: every point gets it, unless its variant sets it; a
     grid key (split.n_p, say) set this way runs that value only.
     Without PRESET: list the presets."""
@@ -208,12 +211,17 @@ def bench(
     if result["comparison"]:
         import pandas as pd
 
+        from pucl.reporting import choice_lines
         from pucl.sweep import reference_of
 
-        table = bench_table(pd.read_csv(result["comparison"]), lambda row: reference_of(
-            spec, row.get("variant"), {key: row[key] for key in spec.grid}))
+        grouped = pd.read_csv(result["comparison"])
+        table = bench_table(grouped, lambda row: reference_of(
+            spec, row.get("variant"), {key: row[key] for key in spec.grid}), list(spec.grid))
         out.print(_frame_table(table, f"{spec.name}: test accuracy (%), mean +- std over "
                                       f"seeds {', '.join(map(str, spec.seeds))}"))
+        # per grid point, the variant a user with P and U alone would take
+        for line in choice_lines(grouped, by, list(spec.grid)):
+            out.print(line, soft_wrap=True)
         out.print(f"comparison: {Path(result['comparison']).parent}")
 
 
@@ -264,7 +272,9 @@ def compare(
 ) -> None:
     """Compare finished pipeline runs: params that differ, key test metrics, and accuracy
     against gamma = n_p / n_u per value of the first --by param (default: the
-    pretraining loss). Reads the store, changes nothing in it; writes files under --out."""
+    pretraining loss); name the row (run or group) with the best validation estimate,
+    the choice P and U alone make. Reads the store, changes nothing in it; writes files
+    under --out."""
     from pucl.comparison import compare_runs, find_sweep, pipeline_runs
     from pucl.stages.runner import resolve_params
 
@@ -289,4 +299,6 @@ def compare(
     from pucl.reporting import with_std
 
     out.print(_frame_table(with_std(result.table), f"{title}: {len(result.frame)} runs"))
+    for line in result.choice:
+        out.print(line, soft_wrap=True)
     out.print(f"wrote {', '.join(str(p) for p in result.files)}")

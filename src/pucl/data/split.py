@@ -6,6 +6,11 @@ Scenarios:
 - single_dataset: U is the training set minus the labelled positives.
 
 With `prior`, U is subsampled so that its fraction of positives equals that value.
+
+A validation part (`validation_rows`) can then be set aside: a seeded share of the
+labelled positives and of the other used rows, which no training step sees. Its labelled
+positives and its members of U are the held-out P and U of the label-free estimates
+(`pucl.pu_metrics`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from pucl.errors import DataError
+
+# the fewest held-out labelled positives, and unlabeled rows, a validation estimate reads
+MIN_VALIDATION_ROWS = 20
 
 
 @dataclass(frozen=True)
@@ -121,3 +129,50 @@ def _subsample_to_prior(
     keep[rng.choice(pos, size=n_pos, replace=False)] = True
     keep[rng.choice(neg, size=n_neg, replace=False)] = True
     return keep
+
+
+def validation_counts(n_labelled: int, n_other: int, fraction: float, labelled_in_u: bool
+                      ) -> tuple[int, int]:
+    """(labelled positives, members of U) a validation part of `fraction` holds out of a
+    split with these counts of labelled and other used rows (labelled_in_u: case_control,
+    where U holds the labelled positives too)."""
+    n_p, n_rest = int(round(fraction * n_labelled)), int(round(fraction * n_other))
+    return n_p, n_rest + (n_p if labelled_in_u else 0)
+
+
+def check_validation_counts(n_labelled: int, n_other: int, fraction: float,
+                            labelled_in_u: bool) -> None:
+    """Refuse a validation part with fewer than MIN_VALIDATION_ROWS labelled positives or
+    members of U, naming its counts and the smallest share that would do."""
+    if fraction <= 0:
+        return
+    n_p, n_u = validation_counts(n_labelled, n_other, fraction, labelled_in_u)
+    if min(n_p, n_u) >= MIN_VALIDATION_ROWS:
+        return
+    u_rows = n_other + (n_labelled if labelled_in_u else 0)
+    needed = max((MIN_VALIDATION_ROWS - 0.5) / max(n, 1) for n in (n_labelled, u_rows))
+    smallest = np.ceil(needed * 100) / 100
+    allowed = (f"a val_fraction of at least {smallest:g} here, or 0 for no validation part"
+               if smallest <= 0.5 else "0: this split has too few rows for a validation part")
+    raise DataError(
+        f"split.val_fraction = {fraction} holds out {n_p} labelled positives and {n_u} "
+        f"unlabeled rows; a validation estimate needs at least {MIN_VALIDATION_ROWS} of "
+        f"each (allowed: {allowed})")
+
+
+def validation_rows(split: PUSplit, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """bool [n_train]: the used rows set aside for validation, `fraction` of the labelled
+    positives and `fraction` of the other used rows (each rounded), drawn apart so that
+    both counts are exact. Under case_control the held-out labelled positives stay members
+    of the held-out U, as in training. Refuses a part too small to estimate from
+    (check_validation_counts)."""
+    held = np.zeros(len(split.labeled), dtype=bool)
+    if fraction <= 0:
+        return held
+    others = split.used & ~split.labeled
+    check_validation_counts(int(split.labeled.sum()), int(others.sum()), fraction,
+                            bool((split.in_u & split.labeled).any()))
+    for stratum in (split.labeled, others):
+        rows = np.flatnonzero(stratum)
+        held[rng.choice(rows, size=int(round(fraction * len(rows))), replace=False)] = True
+    return held

@@ -1,8 +1,9 @@
 """Stage build_split: the PU split of the training set, plus the labelled test split.
 
-Writes `manifest.parquet` (one row per used image: index into its split, split,
-pu = labelled positive, in_u = member of U, y = true binary label, label = original
-class; y and label are for evaluation only) and `summary.json`.
+Writes `manifest.parquet` (one row per used image: index into its split, split (train,
+val: the held-out validation part, test), pu = labelled positive, in_u = member of U,
+y = true binary label, label = original class; y and label are for evaluation only) and
+`summary.json`. Later stages train on the `train` rows only.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from pucl.data.registry import dataset_spec
-from pucl.data.split import given_pu_split, make_pu_split
+from pucl.data.split import PUSplit, given_pu_split, make_pu_split, validation_rows
 from pucl.errors import ParamsError
 from pucl.io import write_json, write_table
 from pucl.stages._context import StageContext
@@ -40,10 +41,12 @@ def run(ctx: StageContext) -> dict:
     else:
         split = make_pu_split(labels, task.positive, p.split.n_p, p.split.scenario, rng,
                               prior=p.split.prior)
+    # drawn after the split, so that val_fraction 0 leaves the split as it was
+    held = validation_rows(split, p.split.val_fraction, rng)
     y = np.where(labels < 0, -1, task.binarize(labels))  # -1: label unknown
     used = split.used
     train = pd.DataFrame({
-        "index": keep_train[used], "split": "train",
+        "index": keep_train[used], "split": np.where(held[used], "val", "train"),
         "pu": split.labeled[used].astype(np.int8), "in_u": split.in_u[used],
         "y": y[used].astype(np.int8), "label": labels[used],
     })
@@ -55,7 +58,8 @@ def run(ctx: StageContext) -> dict:
     })
     manifest = pd.concat([train, test], ignore_index=True)
     summary = {
-        **split.summary(y),
+        **PUSplit(labeled=split.labeled & ~held, in_u=split.in_u & ~held).summary(y),
+        **validation_summary(PUSplit(labeled=split.labeled & held, in_u=split.in_u & held), y),
         "n_test": len(test),
         "prior_test_true": float(test["y"].mean()),
         "scenario": p.split.scenario,
@@ -73,3 +77,12 @@ def run(ctx: StageContext) -> dict:
     ctx.run.log_artifact(ctx.path("split", "manifest.parquet"))
     return {k: v for k, v in summary.items() if isinstance(v, (int, float))}
 
+
+
+def validation_summary(val: PUSplit, y: np.ndarray) -> dict:
+    """The validation part's counts and U's true prior in it (none without a part)."""
+    if not val.used.any():
+        return {}
+    counts = val.summary(y)
+    return {"n_val_p": counts["n_p"], "n_val_u": counts["n_u"],
+            "prior_val_true": counts["prior_u_true"]}

@@ -1,6 +1,9 @@
 """Stage evaluate: test metrics, oracle diagnostics, ROC curve and embedding map.
 
-`metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split
+`metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split;
+val_est_accuracy, val_est_auc, val_est_f1 with their intervals: label-free estimates from
+the validation part's held-out P and U and the pipeline's prior estimate
+(pucl.pu_metrics.validation_metrics), beside val_true_* where U's labels are known
 (and accuracy_unsmoothed, the head's own, when classifier.neighbours smooths it;
 accuracy_one_view, the image alone, when evaluate.tta or evaluate.tta_shift average
 other views in;
@@ -31,6 +34,7 @@ from pucl.features import embed
 from pucl.figures import class_errors_figure, embedding_figure, roc_figure
 from pucl.io import read_table, save_figure, write_json, write_table
 from pucl.metrics import classification_metrics, errors_by_class, roc_points
+from pucl.pu_metrics import validation_metrics
 from pucl.recipe import Recipe
 from pucl.recipe.scoring import member_scores, view_features
 from pucl.recipe.served import served_classifier
@@ -62,6 +66,15 @@ def run(ctx: StageContext) -> dict:
     metrics = {**classification_metrics(y_test, score),
                **ablation_metrics(heads, features, scores, y_test)}
     prior = ctx.read_json("prior", PRIOR_REPORT)
+    val = manifest[manifest["split"] == "val"]
+    if len(val):  # the classifier's own scores (every view, every member), as on the test
+        val_score = member_scores(heads, view_features(
+            recipe, members, data.x_train[val["index"].to_numpy()], reads, device)
+        ).mean(axis=(0, 1))
+        in_u = val["in_u"].to_numpy()
+        metrics.update(validation_metrics(
+            val_score[val["pu"].to_numpy() == 1], val_score[in_u], float(prior["prior"]),
+            p.prior_error, val["y"].to_numpy()[in_u], ctx.params.base.seed))
     metrics.update(prior_estimate=prior["prior"], n_test=len(test),
                    kmeans_potential=ctx.read_json("pupl", "summary.json")["potential"])
     if prior.get("prior_true") is not None:

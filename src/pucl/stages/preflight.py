@@ -10,6 +10,7 @@ import numpy as np
 
 from pucl.config import Params
 from pucl.data import check_task, get_task, load_dataset
+from pucl.data.split import check_validation_counts
 from pucl.errors import DataError, ParamsError
 from pucl.recipe.checks import check_methods
 from pucl.recipe.pretraining import resolve_encoder
@@ -48,7 +49,7 @@ def _encoder_fits(encoder: str, shape: tuple[int, ...], proj_hidden: int, proj_d
 def check_inputs(params: Params, root: Path) -> None:
     """Rules that need the data, checked before any stage output is touched (pucl repro,
     check, run, sweep): the data loads, n_p fits the task's positives, the encoder fits
-    the image shape, bf16 is not asked of the CPU."""
+    the image shape, the validation part is large enough, bf16 is not asked of the CPU."""
     check_methods(params)
     if params.base.device == "cpu":  # auto and cuda resolve where the stages run (a GPU
         check_precision(params.base.precision, resolve_device("cpu"))  # worker, maybe)
@@ -83,3 +84,8 @@ def check_inputs(params: Params, root: Path) -> None:
     if problem:
         raise ParamsError(f"pretrain.encoder = {p.encoder!r} does not fit "
                           f"{params.data.dataset} images of shape {list(shape)} ({problem})")
+    if params.split.prior is None:  # else U's subsample is only known once drawn
+        n_labelled = (int(given_pu[task.keep(y_train)].sum()) if given_pu is not None
+                      else params.split.n_p)
+        check_validation_counts(n_labelled, len(kept) - n_labelled, params.split.val_fraction,
+                                params.split.scenario == "case_control")

@@ -93,16 +93,19 @@ def also_in(digests: list[str], others: set[str]) -> list[str | None]:
 def pu_split(manifest: pd.DataFrame, summary: dict, train_images: np.ndarray,
              test_images: np.ndarray, n_p: int, requested_prior: float | None,
              prior_tolerance: float) -> SuiteReport:
-    """The PU split: labelled positives are true positives, train and test share no image,
-    n_p as asked, U's prior and gamma as the summary reports them."""
+    """The PU split: labelled positives are true positives, train, val and test share no
+    image, n_p as asked (over train and val), U's prior and gamma as the summary reports
+    them (of the training part)."""
+    pu_rows = manifest[manifest["split"] != "test"]  # train and the validation part
     train = manifest[manifest["split"] == "train"]
     test = manifest[manifest["split"] == "test"]
     in_u = train[train["in_u"]]
     n_u = len(in_u)
     train_hashes = set(image_digest(train_images))
     frames = {
-        "labelled": train.loc[train["pu"] == 1, ["index", "y"]],
-        "train": train[["index", "pu", "y"]],
+        "manifest": manifest[["split"]],
+        "labelled": pu_rows.loc[pu_rows["pu"] == 1, ["index", "y"]],
+        "train": pu_rows[["index", "pu", "y"]],
         "unlabelled": in_u[["index", "y"]],
         "test": pd.DataFrame({"index": test["index"].to_numpy(),
                               "also_in_training": also_in(image_digest(test_images),
@@ -117,10 +120,13 @@ def pu_split(manifest: pd.DataFrame, summary: dict, train_images: np.ndarray,
     }
     s = frames["summary"].iloc[0]
     checks = [
+        Check("ExpectColumnValuesToBeInSet", "manifest",
+              {"column": "split", "value_set": ["train", "val", "test"]}, "known parts"),
         Check("ExpectColumnValuesToBeInSet", "labelled", {"column": "y", "value_set": [1]},
               "labelled positives are true positives"),
         Check("ExpectTableRowCountToEqual", "labelled", {"value": n_p}, "n_p as asked"),
-        Check("ExpectColumnValuesToBeUnique", "train", {"column": "index"}),
+        Check("ExpectColumnValuesToBeUnique", "train", {"column": "index"},
+              "a row in train or val, once"),
         Check("ExpectTableRowCountToBeBetween", "unlabelled", {"min_value": 1}, "U not empty"),
         Check("ExpectColumnValuesToBeUnique", "test", {"column": "index"}),
         Check("ExpectColumnValuesToBeNull", "test", {"column": "also_in_training"},

@@ -1,0 +1,115 @@
+"""Label-free validation estimates against the truth: for each case and seed, a whole
+pipeline run, then its `val_est_accuracy` (from held-out P, U and the pipeline's own
+prior estimate) beside the true accuracy of the same classifier on the validation part's
+U (its hidden labels).
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/evaluation_table.py [--cases mnist5k]
+        [--seeds 0 1 2] [--set KEY=VALUE ...] [--out reports/evaluation]
+
+Cases: `mnist5k` (the default params, embedded data) and the F-MNIST presets' default
+variants (`fmnist-i`, `fmnist-ii`: Fashion-MNIST's IDX files, paths.data_root). Each run
+is in process with tracking off, in a temporary directory. Writes `runs.csv` under --out
+(one row per case and seed; a rerun replaces its own rows, others stay) and prints the
+mean absolute difference and how many intervals hold the truth, per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("PUCL_TRACKING", "off")  # before pucl reads it
+
+import pandas as pd  # noqa: E402
+import yaml  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
+from _commit import with_commit  # noqa: E402
+
+# case: (preset whose default variant it runs, or None for params.yaml as it is)
+CASES = {"mnist5k": None, "fmnist-i": "fmnist-i", "fmnist-ii": "fmnist-ii"}
+KEY = ["task", "seed"]
+
+
+def case_overrides(case: str) -> dict:
+    preset = CASES[case]
+    if preset is None:
+        return {}
+    from pucl.sweep import load_preset, variant_overrides
+
+    return variant_overrides(load_preset(preset), None)[1]
+
+
+def run_case(case: str, overrides: dict, seed: int) -> dict:
+    from pucl.stages.runner import resolve_params, run_pipeline
+
+    with tempfile.TemporaryDirectory(prefix="evaluation-table-") as tmp:
+        params = resolve_params(ROOT, {**overrides, "base.seed": seed,
+                                       "paths.pretrain_cache": None})
+        start = time.perf_counter()
+        run_pipeline(params, Path(tmp), f"evaluation-{case}-s{seed}")
+        minutes = (time.perf_counter() - start) / 60
+        metrics = json.loads((Path(tmp) / params.paths.evaluate / "metrics.json").read_text())
+        summary = json.loads((Path(tmp) / params.paths.split / "summary.json").read_text())
+    return {"task": case, "seed": seed, "prior_true": metrics["prior_true"],
+            "prior_est": metrics["prior_estimate"],
+            "prior_val_true": summary["prior_val_true"],  # of the rows the truth reads
+            "est_accuracy": metrics["val_est_accuracy"],
+            "est_low": metrics["val_est_accuracy_low"],
+            "est_high": metrics["val_est_accuracy_high"],
+            "true_accuracy": metrics["val_true_accuracy"],
+            "abs_difference": abs(metrics["val_est_accuracy"] - metrics["val_true_accuracy"]),
+            "held": metrics["val_est_accuracy_low"] <= metrics["val_true_accuracy"]
+            <= metrics["val_est_accuracy_high"],
+            "n_val_p": metrics["val_n_p"], "n_val_u": metrics["val_n_u"],
+            "test_accuracy": metrics["accuracy"], "minutes": minutes}
+
+
+def merge(frame: pd.DataFrame, out: Path) -> pd.DataFrame:
+    """out/runs.csv with these rows (a rerun replaces its own case and seed)."""
+    path = out / "runs.csv"
+    frame = with_commit(frame)
+    if path.exists():
+        kept = pd.read_csv(path)
+        fresh = frame.set_index(KEY).index
+        frame = pd.concat([kept[~kept.set_index(KEY).index.isin(fresh)], frame],
+                          ignore_index=True)
+    out.mkdir(parents=True, exist_ok=True)
+    frame.sort_values(KEY).to_csv(path, index=False, float_format="%.4f")
+    return frame
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", default=["mnist5k"], choices=list(CASES))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="params overrides for every run (values parsed as YAML)")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "evaluation")
+    args = parser.parse_args()
+    extra = {key: yaml.safe_load(value) for key, value in
+             (item.split("=", 1) for item in args.set)}
+    rows = []
+    for case in args.cases:
+        for seed in args.seeds:
+            row = run_case(case, {**case_overrides(case), **extra}, seed)
+            rows.append(row)
+            print(f"{case} seed {seed}: estimated {row['est_accuracy']:.4f} "
+                  f"[{row['est_low']:.4f}, {row['est_high']:.4f}], true "
+                  f"{row['true_accuracy']:.4f}, prior {row['prior_est']:.3f} "
+                  f"(true {row['prior_true']:.3f}), {row['minutes']:.1f} min", flush=True)
+    frame = merge(pd.DataFrame(rows), args.out)
+    summary = frame.groupby("task").agg(runs=("seed", "count"),
+                                        mean_abs_difference=("abs_difference", "mean"),
+                                        intervals_holding=("held", "sum"))
+    print(summary.to_string())
+
+
+if __name__ == "__main__":
+    main()
