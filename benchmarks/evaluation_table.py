@@ -30,7 +30,7 @@ import yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
-from _commit import with_commit  # noqa: E402
+from _commit import current_commit, with_commit  # noqa: E402
 
 # case: (preset whose default variant it runs, or None for params.yaml as it is)
 CASES = {"mnist5k": None, "fmnist-i": "fmnist-i", "fmnist-ii": "fmnist-ii"}
@@ -71,10 +71,10 @@ def run_case(case: str, overrides: dict, seed: int) -> dict:
             "test_accuracy": metrics["accuracy"], "minutes": minutes}
 
 
-def merge(frame: pd.DataFrame, out: Path) -> pd.DataFrame:
+def merge(frame: pd.DataFrame, out: Path, commit: str) -> pd.DataFrame:
     """out/runs.csv with these rows (a rerun replaces its own case and seed)."""
     path = out / "runs.csv"
-    frame = with_commit(frame)
+    frame = with_commit(frame, commit)
     if path.exists():
         kept = pd.read_csv(path)
         fresh = frame.set_index(KEY).index
@@ -93,6 +93,7 @@ def main() -> None:
                         help="params overrides for every run (values parsed as YAML)")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "evaluation")
     args = parser.parse_args()
+    commit = current_commit()  # the code the runs read, whatever changes while they run
     extra = {key: yaml.safe_load(value) for key, value in
              (item.split("=", 1) for item in args.set)}
     rows = []
@@ -104,7 +105,7 @@ def main() -> None:
                   f"[{row['est_low']:.4f}, {row['est_high']:.4f}], true "
                   f"{row['true_accuracy']:.4f}, prior {row['prior_est']:.3f} "
                   f"(true {row['prior_true']:.3f}), {row['minutes']:.1f} min", flush=True)
-    frame = merge(pd.DataFrame(rows), args.out)
+    frame = merge(pd.DataFrame(rows), args.out, commit)
     summary = frame.groupby("task").agg(runs=("seed", "count"),
                                         mean_abs_difference=("abs_difference", "mean"),
                                         intervals_holding=("held", "sum"))
