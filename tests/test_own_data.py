@@ -211,3 +211,45 @@ def test_oracle_prior_on_unlabelled_u_is_refused(tmp_path, tracking_uri, monkeyp
         "prior.method = 'oracle' needs the true labels of U, which this data does not have "
         f"(allowed here: {', '.join(PRIOR_ESTIMATORS.names())}, given)")
     assert not (project / "data/prior/prior.json").exists()
+
+
+def test_p_and_u_alone_run_every_stage_judged_by_the_validation_estimate(
+        tmp_path, tracking_uri, monkeypatch):
+    """An npz with `x` and `pu` only: no y, no test split. The validation part's
+    label-free estimates are the metrics, and the declared files are drawn from it."""
+    import pandas as pd
+
+    params = tiny_params(data={"dataset": "npz", "task": "given", "path": "own.npz"},
+                         pretrain={"epochs": 5, "batch_size": 128},
+                         split={"val_fraction": 0.14}, classifier={"epochs": 20})
+    project = make_project(tmp_path / "proj", params)
+    monkeypatch.setenv("PUCL_ROOT", str(project))
+    tabular_npz(project / "own.npz", np.random.default_rng(0), with_test=False)
+    metrics = run_all_stages(project)
+    assert metrics["n_test"] == 0 and "accuracy" not in metrics and "knn_accuracy" not in metrics
+    assert (metrics["val_n_p"], metrics["val_n_u"]) == (21, 210)
+    for name in ("accuracy", "auc", "f1"):  # separable blobs: a good classifier, estimated
+        assert metrics[f"val_est_{name}_low"] <= metrics[f"val_est_{name}"] \
+            <= metrics[f"val_est_{name}_high"]
+    assert metrics["val_est_accuracy"] >= 0.85 and metrics["val_est_auc"] >= 0.9
+    out = project / "data/evaluate"
+    roc = pd.read_csv(out / "roc.csv")  # held-out P against held-out U
+    assert len(roc) > 2 and roc["fpr"].is_monotonic_increasing
+    assert pd.read_csv(out / "errors_by_class.csv").empty  # no class is known
+    assert all((out / f).stat().st_size > 0 for f in ("roc.png", "embedding.png",
+                                                      "errors_by_class.png"))
+
+
+def test_p_and_u_alone_without_a_validation_part_are_refused_before_any_stage(tmp_path):
+    from pucl.errors import ParamsError
+    from pucl.stages.preflight import check_inputs
+    from pucl.stages.runner import resolve_params
+
+    params = tiny_params(data={"dataset": "npz", "task": "given", "path": "pu.npz"},
+                         split={"val_fraction": 0.0})
+    project = make_project(tmp_path / "proj", params)
+    tabular_npz(project / "pu.npz", np.random.default_rng(0), with_test=False)
+    with pytest.raises(ParamsError, match=r"/pu.npz has no labelled test rows, so only the "
+                                          r"validation estimates can judge the classifier, "
+                                          r"and split.val_fraction = 0 turns them off"):
+        check_inputs(resolve_params(project, {}), project)

@@ -193,7 +193,8 @@ def test_pucl_check_finds_a_relative_data_path_from_a_subdirectory(tmp_path):
              y=np.r_[np.ones(10), rng.integers(0, 2, 50)].astype(int))
     env = {"PATH": python_path(), "HOME": str(tmp_path), "PUCL_TRACKING": "off"}
     result = subprocess.run(
-        [sys.executable, "-m", "pucl.cli", "check", "--set", "split.val_fraction=0", "--set", "data.dataset=npz", "--set",
+        [sys.executable, "-m", "pucl.cli", "check", "--set", "split.val_fraction=0",
+         "--set", "data.dataset=npz", "--set",
          "data.task=given", "--set", "data.path=mine.npz"],
         cwd=sub, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

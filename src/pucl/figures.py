@@ -27,10 +27,15 @@ def loss_figure(frames: Sequence[pd.DataFrame], seeds: Sequence[int], method: st
     return fig
 
 
-def embedding_figure(points: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray, title: str):
+def embedding_figure(points: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray, title: str,
+                     known: tuple[str, str, str] = ("true label", "negative", "positive")):
+    """Two panels of the same points: by what is known of them (`known`: the panel's name,
+    then the names of 0 and 1), and by the classifier's prediction."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.6), sharex=True, sharey=True)
-    for ax, labels, name in ((axes[0], y_true, "true label"), (axes[1], y_pred, "predicted")):
-        for value, colour, text in ((0, "tab:blue", "negative"), (1, "tab:red", "positive")):
+    for ax, labels, names in ((axes[0], y_true, known),
+                              (axes[1], y_pred, ("predicted", "negative", "positive"))):
+        name = names[0]
+        for value, colour, text in ((0, "tab:blue", names[1]), (1, "tab:red", names[2])):
             sel = labels == value
             ax.scatter(points[sel, 0], points[sel, 1], s=6, c=colour, alpha=0.6, label=text)
         ax.set_title(f"{title}: {name}")
@@ -40,11 +45,12 @@ def embedding_figure(points: np.ndarray, y_true: np.ndarray, y_pred: np.ndarray,
     return fig
 
 
-def roc_figure(roc: dict, auc: float):
+def roc_figure(roc: dict, auc: float, title: str = "test ROC",
+               axes: tuple[str, str] = ("false positive rate", "true positive rate")):
     fig, ax = plt.subplots(figsize=(4.2, 4))
     ax.plot(roc["fpr"], roc["tpr"], label=f"AUC = {auc:.4f}")
     ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=0.8)
-    ax.set(xlabel="false positive rate", ylabel="true positive rate", title="test ROC")
+    ax.set(xlabel=axes[0], ylabel=axes[1], title=title)
     ax.legend(loc="lower right")
     return fig
 
@@ -62,4 +68,13 @@ def class_errors_figure(table: pd.DataFrame, accuracy: float):
     ax.set(xlabel="test error rate (red: positive class, blue: negative)",
            ylabel="original class", title=f"errors by class (accuracy {accuracy:.4f})")
     ax.set_xlim(0, max(0.05, float(table["error_rate"].max()) * 1.45))
+    return fig
+
+
+def note_figure(text: str, title: str):
+    """A figure that says why there is nothing to draw (a declared output still exists)."""
+    fig, ax = plt.subplots(figsize=(5, 1.6))
+    ax.axis("off")
+    ax.set_title(title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
     return fig

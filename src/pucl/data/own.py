@@ -3,8 +3,9 @@
 Both give the PU labels themselves, so the task is `given` (positive = 1) and the split
 stage keeps the file's labelled positives instead of drawing `split.n_p` of them.
 Training labels may be unknown: `y_train` holds -1 there (the unlabeled set U of real PU
-data), and the diagnostics that need true labels use the rows that have them. The test
-split must be labelled, since it is what the classifier is judged on.
+data), and the diagnostics that need true labels use the rows that have them. A test
+split, where there is one, is labelled; data with P and U alone has none, and the
+label-free validation estimates judge the classifier (docs/evaluation.md).
 
 `npz` keys:
 - `x`: uint8 images [n, h, w] or [n, c, h, w], or float features [n, d] (tabular; use
@@ -13,7 +14,8 @@ split must be labelled, since it is what the classifier is judged on.
 - `y` (optional): [n] true binary labels of the training rows (-1 where unknown);
 - `x_test`, `y_test` (optional): a labelled test split. Without them `data.test_fraction`
   of the rows with a known `y` (never labelled positives) is held out, seeded by
-  `data.seed`.
+  `data.seed`; with too few such rows of both classes (no `y` at all, say), there is no
+  test split.
 
 `folder` layout: `positive/` (labelled positives), `unlabeled/`, and `test/positive/` +
 `test/negative/`. Images are read with Pillow; all must share one size; the colour mode
@@ -89,7 +91,7 @@ def own_data(name: str, x: np.ndarray, pu: np.ndarray, y: np.ndarray | None,
     if (x_test is None) != (y_test is None):
         raise DataError(f"{source}: give both x_test and y_test, or neither")
     if x_test is None:
-        x, y, pu, x_test, y_test = _hold_out(x, y, pu, test_fraction, seed, source)
+        x, y, pu, x_test, y_test = _hold_out(x, y, pu, test_fraction, seed)
     else:
         x_test = _as_images_or_features(x_test, f"{source}: x_test")
         y_test = _binary(y_test, f"{source}: y_test", (0, 1))
@@ -102,15 +104,14 @@ def own_data(name: str, x: np.ndarray, pu: np.ndarray, y: np.ndarray | None,
     return ImageData(name, x, y, x_test, y_test, source=source, pu_train=pu.astype(bool))
 
 
-def _hold_out(x, y, pu, test_fraction: float, seed: int, source: str):
-    """A labelled test split from the rows with a known y that are not labelled positives."""
+def _hold_out(x, y, pu, test_fraction: float, seed: int):
+    """A labelled test split from the rows with a known y that are not labelled positives;
+    an empty one when too few such rows of both classes exist (P and U only)."""
     from sklearn.model_selection import train_test_split
 
     eligible = np.flatnonzero((y != UNKNOWN) & (pu == 0))
     if len(eligible) < 2 or len(np.unique(y[eligible])) < 2:
-        raise DataError(f"{source}: no x_test/y_test, and too few unlabeled rows with a "
-                        "known y of both classes to hold out a test split (add x_test and "
-                        "y_test, or y)")
+        return x, y, pu, x[:0], np.zeros(0, dtype=np.int64)
     _, test = train_test_split(eligible, test_size=test_fraction, stratify=y[eligible],
                                random_state=seed)
     keep = np.ones(len(x), dtype=bool)

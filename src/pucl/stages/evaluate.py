@@ -1,4 +1,6 @@
-"""Stage evaluate: test metrics, oracle diagnostics, ROC curve and embedding map.
+"""Stage evaluate: test metrics, validation estimates, oracle diagnostics, ROC curve and
+embedding map. Data without labelled test rows (P and U only) gets the validation
+estimates alone, and the same files drawn from the validation part (label_free_figures).
 
 `metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split;
 val_est_accuracy, val_est_auc, val_est_f1 with their intervals: label-free estimates from
@@ -31,7 +33,7 @@ from pucl.data.registry import class_name
 from pucl.diagnostics import ablation_metrics, oracle_metrics, representation_metrics
 from pucl.errors import DataError
 from pucl.features import embed
-from pucl.figures import class_errors_figure, embedding_figure, roc_figure
+from pucl.figures import class_errors_figure, embedding_figure, note_figure, roc_figure
 from pucl.io import read_table, save_figure, write_json, write_table
 from pucl.metrics import classification_metrics, errors_by_class, roc_points
 from pucl.pu_metrics import validation_metrics
@@ -52,25 +54,22 @@ def run(ctx: StageContext) -> dict:
     manifest = ctx.manifest()
     train = manifest[manifest["split"] == "train"].reset_index(drop=True)
     test = manifest[manifest["split"] == "test"].reset_index(drop=True)
-    if test.empty:
-        raise DataError("the split has no labelled test rows to evaluate on")
+    val = manifest[manifest["split"] == "val"].reset_index(drop=True)
+    if test.empty and val.empty:
+        raise DataError("nothing to evaluate on: the split has no labelled test rows and no "
+                        "validation part (allowed: split.val_fraction above 0, or data with "
+                        "x_test and y_test)")
     data, device = ctx.data(), resolve_device(ctx.params.base.device)
     models = load_models(ctx.path("pretrain", "model.pt"))
     members = load_classifier(ctx.path("classifier", "head.pt"), models)
     reads = classifier_features(ctx.path("classifier", "head.pt"))  # encoder | trunk
-    x_test, y_test = data.x_test[test["index"].to_numpy()], test["y"].to_numpy().astype(np.int64)
-    features = view_features(recipe, members, x_test, reads, device)
     heads = [head for _, head in members]
-    scores = member_scores(heads, features)  # [member, view, row]
-    score = scores.mean(axis=(0, 1))
-    metrics = {**classification_metrics(y_test, score),
-               **ablation_metrics(heads, features, scores, y_test)}
     prior = ctx.read_json("prior", PRIOR_REPORT)
-    val = manifest[manifest["split"] == "val"]
+    metrics: dict = {}
+    x_val = data.x_train[val["index"].to_numpy()]
     if len(val):  # the classifier's own scores (every view, every member), as on the test
-        val_score = member_scores(heads, view_features(
-            recipe, members, data.x_train[val["index"].to_numpy()], reads, device)
-        ).mean(axis=(0, 1))
+        val_score = member_scores(heads, view_features(recipe, members, x_val, reads, device)
+                                  ).mean(axis=(0, 1))
         in_u = val["in_u"].to_numpy()
         metrics.update(validation_metrics(
             val_score[val["pu"].to_numpy() == 1], val_score[in_u], float(prior["prior"]),
@@ -80,6 +79,36 @@ def run(ctx: StageContext) -> dict:
     if prior.get("prior_true") is not None:
         metrics.update(prior_true=prior["prior_true"],
                        prior_abs_error=abs(prior["prior"] - prior["prior_true"]))
+    if len(test):
+        x_eval = data.x_test[test["index"].to_numpy()]
+        metrics.update(labelled_test(ctx, recipe, models, members, reads, device, data,
+                                     train, test))
+    else:  # P and U only: the same files, drawn from the validation part
+        x_eval = x_val
+        label_free_figures(ctx, models[0], x_val, val, val_score, device)
+    ctx.validate(lambda: suites.metrics(metrics, labelled=len(test) > 0))
+    write_json(ctx.path("evaluate", "metrics.json"), metrics)
+    ctx.write_validation("evaluate")
+    for name in FILES:
+        ctx.run.log_artifact(ctx.path("evaluate", name))
+    # the deployable classifier (encoders + heads, with the test-time views) as an MLflow
+    # model with its signature
+    ctx.run.log_pytorch_model(served_classifier(recipe, members, reads, x_eval.ndim == 4),
+                              "classifier", unit_scale(x_eval[:8]).astype(np.float32))
+    return metrics
+
+
+def labelled_test(ctx: StageContext, recipe: Recipe, models, members, reads: str, device,
+                  data, train: pd.DataFrame, test: pd.DataFrame) -> dict:
+    """Metrics, diagnostics and figures on the labelled test rows."""
+    p = ctx.params.evaluate
+    x_test, y_test = data.x_test[test["index"].to_numpy()], test["y"].to_numpy().astype(np.int64)
+    features = view_features(recipe, members, x_test, reads, device)
+    heads = [head for _, head in members]
+    scores = member_scores(heads, features)  # [member, view, row]
+    score = scores.mean(axis=(0, 1))
+    metrics = {**classification_metrics(y_test, score),
+               **ablation_metrics(heads, features, scores, y_test)}
     # the diagnostics and the embedding map describe the first pretrained representation
     model, f_test = models[0], embed(models[0], x_test, "encoder", device)
     pseudo = train[["index"]].merge(read_table(ctx.path("pupl", "labels.parquet"),
@@ -99,16 +128,31 @@ def run(ctx: StageContext) -> dict:
         model, x_test[pick], y_test[pick], make_augment(ctx.params.pretrain.augment,
                                                         x_test.ndim == 2),
         p.prototype_views, ctx.params.pretrain.nonneg, ctx.params.base.seed, device))
-    ctx.validate(lambda: suites.metrics(metrics))
-    write_json(ctx.path("evaluate", "metrics.json"), metrics)
-    ctx.write_validation("evaluate")
-    for name in FILES:
-        ctx.run.log_artifact(ctx.path("evaluate", name))
-    # the deployable classifier (encoders + heads, with the test-time views) as an MLflow
-    # model with its signature
-    ctx.run.log_pytorch_model(served_classifier(recipe, members, reads, x_test.ndim == 4),
-                              "classifier", unit_scale(x_test[:8]).astype(np.float32))
     return metrics
+
+
+def label_free_figures(ctx: StageContext, model, x_val: np.ndarray, val: pd.DataFrame,
+                       score: np.ndarray, device) -> None:
+    """Without labelled test rows: the ROC of held-out P against held-out U (its AUC is
+    (1 - pi) AUC(P vs N) + pi / 2), the embedding map of the validation part by what is
+    known (labelled or not), and a class-error table with no rows (no class is known)."""
+    labelled, in_u = val["pu"].to_numpy() == 1, val["in_u"].to_numpy()
+    truth = np.r_[np.ones(labelled.sum()), np.zeros(in_u.sum())].astype(np.int64)
+    both = np.r_[score[labelled], score[in_u]]
+    roc = roc_points(truth, both)
+    write_table(ctx.path("evaluate", "roc.csv"), pd.DataFrame(roc))
+    save_figure(ctx.path("evaluate", "roc.png"), roc_figure(
+        roc, classification_metrics(truth, both)["roc_auc"], "validation P vs U ROC",
+        ("share of U scored positive", "share of P scored positive")))
+    pick = embedding_points(ctx, len(val))
+    write_embedding(ctx, embed(model, x_val[pick], "encoder", device),
+                    labelled[pick].astype(np.int64), score[pick],
+                    ("labelled", "unlabeled", "labelled positive"), "validation")
+    write_table(ctx.path("evaluate", "errors_by_class.csv"),
+                pd.DataFrame(columns=["class", "name", "label", "rows", "errors",
+                                      "error_rate", "share_of_errors"]))
+    save_figure(ctx.path("evaluate", "errors_by_class.png"), note_figure(
+        "no labelled test rows: no class is known", "errors by class"))
 
 
 def write_class_errors(ctx: StageContext, classes: np.ndarray, y: np.ndarray,
@@ -129,7 +173,9 @@ def embedding_points(ctx: StageContext, n: int) -> np.ndarray:
 
 
 def write_embedding(ctx: StageContext, features: np.ndarray, y: np.ndarray,
-                    score: np.ndarray) -> None:
+                    score: np.ndarray,
+                    known: tuple[str, str, str] = ("true label", "negative", "positive"),
+                    rows: str = "test") -> None:
     p, seed = ctx.params.evaluate, ctx.params.base.seed
     if p.embedding == "tsne":
         points = TSNE(n_components=2, init="pca", random_state=seed,
@@ -138,4 +184,4 @@ def write_embedding(ctx: StageContext, features: np.ndarray, y: np.ndarray,
         points = PCA(n_components=2, random_state=seed).fit_transform(features)
     save_figure(ctx.path("evaluate", "embedding.png"),
                 embedding_figure(points, y, (score >= 0.5).astype(int),
-                                 f"{p.embedding} of test encoder features"))
+                                 f"{p.embedding} of {rows} encoder features", known))

@@ -21,12 +21,12 @@ from pucl.stages._context import data_path
 @functools.lru_cache(maxsize=8)
 def _training_labels(dataset: str, data_root: str, test_fraction: float, seed: int,
                      download: bool, path: str | None
-                     ) -> tuple[np.ndarray, tuple[int, ...], np.ndarray | None]:
-    """Labels, input shape and given PU labels of the training data (cached: a sweep
-    checks every point)."""
+                     ) -> tuple[np.ndarray, tuple[int, ...], np.ndarray | None, int]:
+    """Labels, input shape and given PU labels of the training data, and the number of
+    labelled test rows (cached: a sweep checks every point)."""
     data = load_dataset(dataset, root=data_root, test_fraction=test_fraction, seed=seed,
                         download=download, path=path)
-    return data.y_train, tuple(data.image_shape), data.pu_train
+    return data.y_train, tuple(data.image_shape), data.pu_train, len(data.y_test)
 
 
 @functools.lru_cache(maxsize=8)
@@ -54,7 +54,7 @@ def check_inputs(params: Params, root: Path) -> None:
     if params.base.device == "cpu":  # auto and cuda resolve where the stages run (a GPU
         check_precision(params.base.precision, resolve_device("cpu"))  # worker, maybe)
     check_task(params.data.dataset, params.data.task)
-    y_train, shape, given_pu = _training_labels(
+    y_train, shape, given_pu, n_test = _training_labels(
         params.data.dataset, str(root / params.paths.data_root), params.data.test_fraction,
         params.data.seed, params.data.download, data_path(params, root))
     task = get_task(params.data.task)
@@ -84,6 +84,11 @@ def check_inputs(params: Params, root: Path) -> None:
     if problem:
         raise ParamsError(f"pretrain.encoder = {p.encoder!r} does not fit "
                           f"{params.data.dataset} images of shape {list(shape)} ({problem})")
+    if n_test == 0 and params.split.val_fraction == 0:
+        raise ParamsError(f"{params.data.path or params.data.dataset} has no labelled test "
+                          "rows, so only the validation estimates can judge "
+                          "the classifier, and split.val_fraction = 0 turns them off "
+                          "(allowed here: a val_fraction above 0, e.g. 0.1)")
     if params.split.prior is None:  # else U's subsample is only known once drawn
         n_labelled = (int(given_pu[task.keep(y_train)].sum()) if given_pu is not None
                       else params.split.n_p)

@@ -16,14 +16,16 @@ import pandas as pd
 from pucl.validation.engine import Check, SuiteReport, run_suite
 
 REQUIRED_METRICS = ("accuracy", "f1", "precision", "recall", "roc_auc")
+# ... and where the data has no labelled test rows: the label-free validation estimates
+ESTIMATED_METRICS = ("val_est_accuracy", "val_est_auc", "val_est_f1")
 BOUNDED_METRICS = ("accuracy", "accuracy_unsmoothed", "f1", "precision", "recall", "roc_auc",
                    "prior_estimate", "prior_true", "prior_abs_error", "pseudo_label_accuracy",
                    "knn_accuracy", "knn_accuracy_inputs", "feature_sparsity",
-                   "class_consistency")
+                   "class_consistency", *ESTIMATED_METRICS)
 
 
 def _image_rows(x: np.ndarray, y: np.ndarray, split: str) -> pd.DataFrame:
-    flat = x.reshape(len(x), -1)
+    flat = x.reshape(len(x), int(np.prod(x.shape[1:])))  # -1 fails on zero rows
     as_float = flat.astype(np.float64, copy=False)
     return pd.DataFrame({
         "row": np.arange(len(x)), "split": split, "label": y,
@@ -40,7 +42,8 @@ def raw_data(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
     """Loaded data: uint8 images in [0, 255] (or float32 features), the declared shape,
     finite, labels among the dataset's classes, every class present in training data, row
     ids unique. Bring-your-own data (classes and shape None) has binary labels with -1 for
-    unknown, at least one positive, and one shape for train and test."""
+    unknown, at least one positive, and one shape for train and test; its test split may
+    be empty (P and U only: the validation estimates evaluate it)."""
     frames = {"train": _image_rows(x_train, y_train, "train"),
               "test": _image_rows(x_test, y_test, "test")}
     shape = "x".join(map(str, image_shape if image_shape is not None else x_train.shape[1:]))
@@ -50,7 +53,9 @@ def raw_data(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
     checks = []
     for name in frames:
         checks += [
-            Check("ExpectTableRowCountToBeBetween", name, {"min_value": 1}, "rows present"),
+            Check("ExpectTableRowCountToBeBetween", name,
+                  {"min_value": 0 if name == "test" and classes is None else 1},
+                  "rows present"),
             Check("ExpectColumnValuesToBeInSet", name, {"column": "dtype",
                                                         "value_set": ["uint8" if images
                                                                       else "float32"]}),
@@ -79,7 +84,7 @@ def raw_data(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
 
 def image_digest(images: np.ndarray) -> list[str]:
     """Content hash per image, to find the same image on both sides of a split."""
-    flat = np.ascontiguousarray(images.reshape(len(images), -1))
+    flat = np.ascontiguousarray(images.reshape(len(images), int(np.prod(images.shape[1:]))))
     return [hashlib.blake2b(row.tobytes(), digest_size=8).hexdigest() for row in flat]
 
 
@@ -199,15 +204,17 @@ def pseudo_labels(train: pd.DataFrame, labels: pd.DataFrame,
     return run_suite("pseudo_labels", frames, checks)
 
 
-def metrics(values: dict) -> SuiteReport:
-    """Test metrics: present, finite where defined, and in [0, 1]."""
+def metrics(values: dict, labelled: bool = True) -> SuiteReport:
+    """Test metrics (or, without labelled test rows, the validation estimates): present,
+    finite where defined, and in [0, 1]."""
     present = [m for m in BOUNDED_METRICS if m in values]
     frame = pd.DataFrame([{m: values[m] for m in present}])
     checks = [Check("ExpectColumnValuesToBeBetween", "metrics",
                     {"column": m, "min_value": 0.0, "max_value": 1.0}) for m in present
               if m != "roc_auc" or values[m] == values[m]]  # roc_auc is NaN with one class
     checks.append(Check("ExpectTableColumnsToMatchSet", "metrics",
-                        {"column_set": list(REQUIRED_METRICS), "exact_match": False},
+                        {"column_set": list(REQUIRED_METRICS if labelled
+                                            else ESTIMATED_METRICS), "exact_match": False},
                         "required metrics present"))
     checks += [Check("ExpectColumnValuesToNotBeNull", "metrics", {"column": m})
                for m in ("accuracy", "f1", "precision", "recall") if m in present]
