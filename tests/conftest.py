@@ -158,6 +158,7 @@ def project(tmp_path, tracking_uri, monkeypatch) -> Path:
 # xdist's own reordering, by number of tests): the longest files first, so that no worker
 # is left with one long file when the others are done. Longest first, by --durations.
 SLOWEST_FIRST = ("test_sweep_flows.py", "test_flows.py", "test_production.py", "test_cli.py",
+                 "test_production_pu.py",
                  "test_finetune.py", "test_other_methods.py", "test_km2.py", "test_stages.py",
                  "test_one_recipe.py", "test_members.py", "test_resume.py",
                  "test_bad_inputs.py", "test_registries.py", "test_orphans.py",

@@ -101,6 +101,7 @@ def test_2_first_retrain_promotes_a_challenger(cycle):
     first = decision(client)
     assert first["decision"] == "promoted" and champion(client) == "1"
     assert first["champion_score"] == "none" and 0.5 < float(first["challenger_score"]) <= 1
+    assert first["score_kind"] == "labelled"  # mnist5k's labelled test split is the holdout
     cycle["steps"]["first"] = first
     # the registered model scores the holdout (mnist5k's test split, exported) exactly as
     # the challenger's own evaluate stage scored its test split

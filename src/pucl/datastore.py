@@ -21,11 +21,12 @@ import numpy as np
 from pucl.config import Params
 from pucl.data import get_task, load_dataset
 from pucl.data.own import _image_files, _read_images
-from pucl.data.split import make_pu_split
+from pucl.data.split import PUSplit, make_pu_split, validation_rows
 from pucl.data.tracked import (
     BATCHES,
     HOLDOUT,
     Batch,
+    Holdout,
     batch_files,
     check_batch,
     is_initialised,
@@ -105,10 +106,10 @@ def current_version(directory: Path) -> DataVersion:
     return DataVersion(content_digest(directory), dvc_md5(directory), len(files), rows)
 
 
-def holdout_digest(x: np.ndarray, y: np.ndarray) -> str:
+def holdout_digest(*arrays: np.ndarray) -> str:
     """sha256 of the holdout's arrays (dtype, shape and bytes), recorded on every retrain."""
     h = hashlib.sha256()
-    for a in (x, y):
+    for a in arrays:
         h.update(f"{a.dtype}{a.shape}".encode())
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
@@ -157,20 +158,22 @@ def _dvc_add(root: Path, targets: list[Path]) -> None:
         dvc_log.setLevel(level)
 
 
-def initial_batch(params: Params, source: str, data_root: Path) -> tuple[Batch, np.ndarray,
-                                                                          np.ndarray]:
+def initial_batch(params: Params, source: str, data_root: Path) -> tuple[Batch, Holdout]:
     """Training rows and holdout of a new tracked dataset: from a registered dataset (its
     task, data.task or else the dataset's first, binarises the labels; `split.n_p`
     positives are labelled, seeded by `base.seed`), or from a bring-your-own npz file or
-    image folder."""
+    image folder. Data with P and U alone (no labelled test split) gets a PU holdout
+    (pu_holdout)."""
     d = params.data
     path = Path(source)
     if path.exists():
         kind = "folder" if path.is_dir() else "npz"
         data = load_dataset(kind, path=str(path), test_fraction=d.test_fraction, seed=d.seed)
         pu = data.pu_train.astype(np.int64)
-        return (check_batch({"x": data.x_train, "pu": pu, "y": data.y_train}, str(path)),
-                data.x_test, data.y_test)
+        batch = check_batch({"x": data.x_train, "pu": pu, "y": data.y_train}, str(path))
+        if len(data.y_test) == 0:
+            return pu_holdout(params, batch)
+        return batch, Holdout(data.x_test, data.y_test)
     from pucl.data.registry import DATASETS
 
     if source not in DATASETS or DATASETS[source].classes is None:
@@ -188,7 +191,54 @@ def initial_batch(params: Params, source: str, data_root: Path) -> tuple[Batch, 
     x, y = data.x_train[keep], task.binarize(labels)
     test = np.flatnonzero(task.keep(data.y_test))
     return (check_batch({"x": x, "pu": split.labeled.astype(np.int64), "y": y}, source),
-            data.x_test[test], task.binarize(data.y_test[test]).astype(np.int64))
+            Holdout(data.x_test[test], task.binarize(data.y_test[test]).astype(np.int64)))
+
+
+def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
+    """Data with P and U alone: `split.val_fraction` of the labelled positives and of the
+    other rows (seeded by base.seed; at least 20 of each) become the frozen holdout, with
+    U's prior estimated by prior.method on the rows that stay (more rows than the holdout
+    has). Returns (the training rows left, the holdout)."""
+    fraction = params.split.val_fraction
+    if fraction <= 0:
+        raise DataError("this data has no labelled test split, so the holdout must be a PU "
+                        "holdout cut from it, and split.val_fraction = 0 cuts none (allowed: "
+                        "a val_fraction above 0, e.g. 0.1)")
+    labelled = batch.pu == 1
+    split = PUSplit(labeled=labelled, in_u=np.ones_like(labelled)
+                    if params.split.scenario == "case_control" else ~labelled)
+    held = validation_rows(split, fraction, np.random.default_rng(params.base.seed))
+    train = Batch(batch.x[~held], batch.pu[~held], batch.y[~held])
+    in_u = split.in_u[~held]
+    prior = estimate_prior(params, train.x[in_u], train.x[train.pu == 1])
+    if prior is None:
+        raise DataError(f"prior.method '{params.prior.method}' gives no prior for the PU "
+                        "holdout (allowed: an estimator such as tedn, or given with "
+                        "prior.value)")
+    return train, Holdout(batch.x[held], batch.y[held], batch.pu[held], prior)
+
+
+def estimate_prior(params: Params, unlabeled: np.ndarray, positives: np.ndarray
+                   ) -> float | None:
+    """U's class prior by prior.method's estimator (prior.value for `given`), seeded by
+    base.seed; None when the method is no estimator or the rows are too few for it."""
+    from pucl.data.augment import unit_scale
+    from pucl.prior import PRIOR_ESTIMATORS
+
+    method = params.prior.method
+    if method == "given":
+        return params.prior.value
+    if method not in PRIOR_ESTIMATORS:
+        return None
+    entry = PRIOR_ESTIMATORS.get(method)
+    settings = entry.settings(params.prior.sub_section(entry.params_key),
+                              f"prior.{entry.params_key}")
+    estimator = entry.build(settings, random_state=params.base.seed)
+    try:
+        estimator.fit(unit_scale(unlabeled), unit_scale(positives))
+    except ValueError:  # too few rows for this estimator
+        return None
+    return float(estimator.prior_)
 
 
 def take_rows(batch: Batch, rows: int | None, seed: int) -> tuple[Batch, Batch | None]:
@@ -216,16 +266,16 @@ def _lock(directory: Path) -> Path:
     return directory.with_name(directory.name + ".lock")
 
 
-def init_dataset(root: Path, directory: Path, batch: Batch, x_test: np.ndarray,
-                 y_test: np.ndarray) -> DataVersion:
+def init_dataset(root: Path, directory: Path, batch: Batch, holdout: Holdout) -> DataVersion:
     """Create the tracked dataset (holdout + first batch) and record it with DVC. Refuses
     when it already holds data: that is `pucl data add`'s job, and nothing is replaced."""
     with exclusive(_lock(directory), "change of the dataset"):
-        holdout, batches = directory / HOLDOUT, directory / BATCHES
-        if holdout.exists() or batches.exists():
+        target, batches = directory / HOLDOUT, directory / BATCHES
+        if target.exists() or batches.exists():
             raise DataError(f"the tracked dataset {directory} already holds data "
                             f"({len(batch_files(directory))} batches); add a batch with "
                             "pucl data add, or remove it to start over")
+        x_test = holdout.x
         if x_test.shape[1:] != batch.x.shape[1:] or x_test.dtype != batch.x.dtype:
             raise DataError(f"the holdout is {x_test.dtype} {list(x_test.shape[1:])}, the "
                             f"training rows {batch.x.dtype} {list(batch.x.shape[1:])}")
@@ -235,13 +285,13 @@ def init_dataset(root: Path, directory: Path, batch: Batch, x_test: np.ndarray,
         staging.mkdir()
         try:
             np.savez_compressed(staging / "00000.npz", **batch.arrays())
-            write_npz(holdout, {"x_test": x_test, "y_test": y_test.astype(np.int8)})
+            write_npz(target, holdout.arrays())
             staging.rename(batches)
-            _dvc_add(root, [holdout, batches])
+            _dvc_add(root, [target, batches])
         except BaseException:  # as before: no holdout, no batches
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(batches, ignore_errors=True)
-            holdout.unlink(missing_ok=True)
+            target.unlink(missing_ok=True)
             raise
         return current_version(directory)
 
@@ -254,7 +304,7 @@ def add_batch(root: Path, directory: Path, source: Path, validate: bool = True
         if not is_initialised(directory):
             raise DataError(f"the tracked dataset {directory} holds no data yet (run: pucl "
                             "data init [SOURCE] first)")
-        x_test, y_test = read_holdout(directory)
+        x_test = read_holdout(directory).x
         batch = read_source_batch(source, like=x_test)
         if validate:
             from pucl.validation import enforce, suites

@@ -79,10 +79,10 @@ def data_init(
         if rest_path is not None and rest_path.suffix != ".npz":
             raise PuclError(f"--rest {rest}: the batch file must end in .npz")
         source_arg = str(_typed(source)) if Path(source).exists() else source
-        batch, x_test, y_test = datastore.initial_batch(
+        batch, holdout = datastore.initial_batch(
             params, source_arg, Path(params.paths.data_root))
         first, remaining = datastore.take_rows(batch, rows, params.base.seed)
-        version = datastore.init_dataset(root, directory, first, x_test, y_test)
+        version = datastore.init_dataset(root, directory, first, holdout)
         if rest_path is not None and remaining is not None:
             datastore.write_npz(rest_path, remaining.arrays())
     except PuclError as exc:
@@ -90,10 +90,14 @@ def data_init(
     _log_data_run(root, params, directory, version, "data init",
                   {"data.batch": "00000", "data.source": source},
                   {"rows": len(first.x), "positives": int(first.pu.sum()),
-                   "holdout_rows": len(x_test)})
+                   "holdout_rows": len(holdout.x),
+                   **({"holdout_prior": holdout.prior} if holdout.prior is not None else {})})
+    kind = ("labelled" if holdout.pu is None else
+            f"PU: {int(holdout.pu.sum())} labelled positive, U's prior {holdout.prior:.4f} "
+            "estimated and frozen with it")
     out.print(f"tracked dataset {directory}: {len(first.x)} training rows "
-              f"({int(first.pu.sum())} labelled positive), holdout {len(x_test)} rows; "
-              f"version {version.digest[:12]} (DVC {version.dvc_md5})")
+              f"({int(first.pu.sum())} labelled positive), holdout {len(holdout.x)} rows "
+              f"({kind}); version {version.digest[:12]} (DVC {version.dvc_md5})")
     if rest_path is not None and remaining is not None:
         out.print(f"the other {len(remaining.x)} rows: {rest_path} (pucl data add {rest})")
     out.print("train on it with data.dataset: tracked (params.yaml or --set)")
@@ -165,7 +169,9 @@ def retrain(set_: SetOption = None,
         return "none" if v is None else f"{v:.4f}"
 
     out.print(f"retrain: {d['decision']} - {d['reason']}")
-    out.print(f"{d['metric']} on the holdout (sha256 {d['holdout_sha256'][:12]}): champion "
+    kind = "estimated from P and U" if d["score_kind"] == "estimated" else "labelled"
+    out.print(f"{d['metric']} ({kind}) on the holdout (sha256 {d['holdout_sha256'][:12]}): "
+              "champion "
               f"{show(d['champion_score'])}, challenger {show(d['challenger_score'])}; "
               f"champion is v{d['champion_version']}")
     if d["prior_drift"] is not None:

@@ -4,8 +4,11 @@ Layout of the directory (a DVC dependency of build_split; it is in git with only
 README until `pucl data init`, so that `dvc repro` finds it on a fresh clone):
 
     README.md            (git) what the directory is
-    holdout.npz          (DVC: holdout.npz.dvc) x_test, y_test: the labelled holdout, frozen
-                         when the dataset is created; arriving batches never enter it
+    holdout.npz          (DVC: holdout.npz.dvc) the holdout, frozen when the dataset is
+                         created; arriving batches never enter it. Labelled: x_test, y_test.
+                         PU (data with P and U alone): x_test, pu_test (1 labelled
+                         positive, 0 unlabeled), y_test (-1 where unknown) and prior (U's
+                         class prior, estimated when the holdout was frozen)
     batches/00000.npz    (DVC: batches.dvc) x, pu[, y]: the training rows at creation
     batches/00001.npz    the next batch (`pucl data add`), and so on
 
@@ -90,17 +93,52 @@ def read_batch(file: Path, like: np.ndarray | None = None) -> Batch:
     return check_batch(read_npz(file), str(file), like)
 
 
-def read_holdout(directory: str | Path) -> tuple[np.ndarray, np.ndarray]:
+LABELLED_KEYS, PU_KEYS = {"x_test", "y_test"}, {"x_test", "pu_test", "y_test", "prior"}
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """The frozen holdout every model is scored on. Labelled: `y` known on every row, no
+    `pu`. PU: `pu` marks held-out labelled positives, `y` is -1 where unknown, and `prior`
+    is U's class prior, frozen with the rows so that every score reads the same one."""
+
+    x: np.ndarray
+    y: np.ndarray
+    pu: np.ndarray | None = None
+    prior: float | None = None
+
+    @property
+    def labelled(self) -> bool:
+        """Every row's label is known: a labelled score can be computed."""
+        return len(self.y) > 0 and bool((self.y >= 0).all())
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        if self.pu is None:
+            return {"x_test": self.x, "y_test": self.y.astype(np.int8)}
+        return {"x_test": self.x, "pu_test": self.pu.astype(np.int8),
+                "y_test": self.y.astype(np.int8), "prior": np.float64(self.prior)}
+
+
+def read_holdout(directory: str | Path) -> Holdout:
     file = Path(directory) / HOLDOUT
     if not file.exists():
         raise DataError(f"{file} does not exist: the tracked dataset is not initialised "
                         "(run: pucl data init)")
     arrays = read_npz(file)
-    if set(arrays) != {"x_test", "y_test"}:
-        raise DataError(f"{file} must hold exactly x_test and y_test, has {sorted(arrays)}")
+    if set(arrays) not in (LABELLED_KEYS, PU_KEYS):
+        raise DataError(f"{file} must hold {', '.join(sorted(LABELLED_KEYS))} (labelled) or "
+                        f"{', '.join(sorted(PU_KEYS))} (PU), has {sorted(arrays)}")
     x = _as_images_or_features(arrays["x_test"], f"{file}: x_test")
-    y = _binary(arrays["y_test"], f"{file}: y_test", (0, 1))
-    return x, y
+    if "pu_test" not in arrays:
+        return Holdout(x, _binary(arrays["y_test"], f"{file}: y_test", (0, 1)))
+    pu = _binary(arrays["pu_test"], f"{file}: pu_test", (0, 1))
+    y = _binary(arrays["y_test"], f"{file}: y_test", (UNKNOWN, 0, 1))
+    prior = float(arrays["prior"])
+    if not 0.0 < prior < 1.0 or len(pu) != len(x) or len(y) != len(x):
+        raise DataError(f"{file}: a PU holdout needs pu_test and y_test of x_test's "
+                        f"{len(x)} rows and a prior in (0, 1), has {len(pu)}, {len(y)} and "
+                        f"{prior}")
+    return Holdout(x, np.where(pu == 1, 1, y), pu, prior)
 
 
 @register("tracked", tasks=("given",), classes=None, image_shape=None, needs_path=True)
@@ -109,10 +147,14 @@ def load_tracked(path: str | None = None, **_ignored) -> ImageData:
     if not path or not is_initialised(path):
         raise DataError(f"the tracked dataset {path} holds no data yet (run: pucl data init "
                         "[SOURCE], then pucl data add BATCH)")
-    x_test, y_test = read_holdout(path)
+    holdout = read_holdout(path)
+    # the labelled test split: the holdout's rows where every label is known, else none
+    # (P and U alone: the validation estimates judge the runs)
+    x_test, y_test = ((holdout.x, holdout.y) if holdout.labelled
+                      else (holdout.x[:0], np.zeros(0, dtype=np.int64)))
     batches: list[Batch] = []
     for file in batch_files(path):
-        batches.append(read_batch(file, like=batches[0].x if batches else x_test))
+        batches.append(read_batch(file, like=batches[0].x if batches else holdout.x))
     x = np.concatenate([b.x for b in batches])
     pu = np.concatenate([b.pu for b in batches]).astype(bool)
     y = np.concatenate([b.y for b in batches])

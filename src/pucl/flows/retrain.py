@@ -2,6 +2,11 @@
 since the champion was trained, scores champion and challenger on the same frozen
 holdout, and moves the MLflow `champion` alias only by the margin rule.
 
+Data with P and U alone has a PU holdout (held-out labelled positives and unlabeled rows,
+with U's prior frozen beside them): both models are then scored by the label-free estimate
+(`pucl.pu_metrics`) with that same prior. Where every holdout label is known, the labelled
+score decides and the estimate is recorded beside it.
+
 `pucl retrain` runs one pass now; `pucl serve --cron "0 2 * * *"` serves the same flow on
 a schedule; `prefect.yaml` deploys it to a work pool. docs/production.md walks through a
 cycle. Everything one pass decides is written to its MLflow run (`kind=retrain`) as
@@ -23,11 +28,12 @@ import pucl
 from pucl import tracking
 from pucl.config import Params
 from pucl.data import get_task, load_dataset
-from pucl.data.tracked import batch_files, read_batch, read_holdout
-from pucl.datastore import data_identity, exclusive, holdout_digest
+from pucl.data.tracked import Holdout, batch_files, read_batch, read_holdout
+from pucl.datastore import data_identity, estimate_prior, exclusive, holdout_digest
 from pucl.errors import PuclError
 from pucl.flows._tasks import prefect_stage_call, project_dir
 from pucl.metrics import classification_metrics
+from pucl.pu_metrics import point_estimates
 from pucl.serving import score
 from pucl.stages._context import data_path
 from pucl.stages.runner import default_run_name, resolve_params, run_directory, run_pipeline
@@ -47,8 +53,11 @@ class Decision:
     reason: str
     holdout_sha256: str
     metric: str
+    score_kind: str = "labelled"  # labelled | estimated: the scores that decide
     champion_score: float | None = None
     challenger_score: float | None = None
+    champion_estimated: float | None = None  # the label-free estimate, where both exist
+    challenger_estimated: float | None = None
     champion_version: str | None = None  # the champion after this pass
     challenger_version: str | None = None
     prior_estimate: float | None = None  # U's prior, all data (the challenger's estimate)
@@ -94,22 +103,57 @@ def fingerprint(params: Params, root: Path, data_digest: str | None = None
 
 # -- the frozen holdout -----------------------------------------------------------------
 
-def holdout(params: Params, root: Path) -> tuple[np.ndarray, np.ndarray]:
-    """Float inputs and binary labels the champion and challenger are both scored on: the
-    tracked dataset's frozen holdout, else the dataset's test split (fixed by data.seed)."""
+def holdout(params: Params, root: Path) -> Holdout:
+    """The rows (float inputs) the champion and challenger are both scored on: the tracked
+    dataset's frozen holdout, else the dataset's test split (fixed by data.seed)."""
     from pucl.data.augment import unit_scale
 
     d = params.data
     if d.dataset == "tracked":
-        x, y = read_holdout(root / params.paths.dataset)
-        return unit_scale(x).astype(np.float32), y
+        frozen = read_holdout(root / params.paths.dataset)
+        return Holdout(unit_scale(frozen.x).astype(np.float32), frozen.y, frozen.pu,
+                       frozen.prior)
     data = load_dataset(d.dataset, root=str(root / params.paths.data_root),
                         test_fraction=d.test_fraction, seed=d.seed, download=d.download,
                         path=data_path(params, root))
     task = get_task(d.task)
     keep = np.flatnonzero(task.keep(data.y_test))
-    return (unit_scale(data.x_test[keep]).astype(np.float32),
-            task.binarize(data.y_test[keep]).astype(np.int64))
+    return Holdout(unit_scale(data.x_test[keep]).astype(np.float32),
+                   task.binarize(data.y_test[keep]).astype(np.int64))
+
+
+def holdout_sha256(hold: Holdout) -> str:
+    """The digest recorded with every score (a labelled holdout's as before PU holdouts)."""
+    if hold.pu is None:
+        return holdout_digest(hold.x, hold.y)
+    return holdout_digest(hold.x, hold.y, hold.pu, np.float64(hold.prior))
+
+
+@dataclass(frozen=True)
+class HoldoutScore:
+    """A model's score on the holdout: `labelled` where every label is known, `estimated`
+    (label-free, from held-out P, U and the frozen prior) on a PU holdout, and the
+    estimated accuracy, whatever the metric."""
+
+    labelled: float | None
+    estimated: float | None
+    estimated_accuracy: float | None
+
+    @property
+    def deciding(self) -> float:
+        return self.labelled if self.labelled is not None else self.estimated
+
+
+def score_holdout(scores: np.ndarray, hold: Holdout, metric: str, scenario: str
+                  ) -> HoldoutScore:
+    """`scores` (P(y = 1) per holdout row) as HoldoutScore. U of a PU holdout is every row
+    under case_control, the rows not labelled under single_dataset."""
+    labelled = classification_metrics(hold.y, scores)[metric] if hold.labelled else None
+    if hold.pu is None:
+        return HoldoutScore(labelled, None, None)
+    in_u = np.ones(len(scores), bool) if scenario == "case_control" else hold.pu == 0
+    est = point_estimates(scores[hold.pu == 1], scores[in_u], hold.prior)
+    return HoldoutScore(labelled, est[metric], est["accuracy"])
 
 
 def arrived_prior(params: Params, root: Path, since_batches: int
@@ -118,7 +162,6 @@ def arrived_prior(params: Params, root: Path, since_batches: int
     dataset's batches added after the first `since_batches`, by `prior.method`'s estimator
     against every labelled positive; prior None when there is nothing new or too little
     for the estimator."""
-    from pucl.data.augment import unit_scale
     from pucl.prior import PRIOR_ESTIMATORS
 
     files = batch_files(root / params.paths.dataset)
@@ -133,21 +176,14 @@ def arrived_prior(params: Params, root: Path, since_batches: int
             for b in batches[since_batches:]]
     arrived = np.concatenate([b.x[m] for b, m in zip(batches[since_batches:], in_u,
                                                        strict=True)])
-    entry = PRIOR_ESTIMATORS.get(method)
-    settings = entry.settings(params.prior.sub_section(entry.params_key),
-                              f"prior.{entry.params_key}")
-    estimator = entry.build(settings, random_state=params.base.seed)
-    try:
-        estimator.fit(unit_scale(arrived), unit_scale(positive))
-    except ValueError:  # too few rows for this estimator
-        return len(arrived), None
-    return len(arrived), float(estimator.prior_)
+    return len(arrived), estimate_prior(params, arrived, positive)
 
 
-def holdout_score(store: tracking.Store, name: str, version: str, x: np.ndarray,
-                  y: np.ndarray, metric: str) -> float:
+def holdout_score(store: tracking.Store, name: str, version: str, hold: Holdout,
+                  params: Params) -> HoldoutScore:
     model = tracking.load_version(store.uri, name, version)
-    return classification_metrics(y, score(model, x, what=f"{name} v{version}"))[metric]
+    return score_holdout(score(model, hold.x, what=f"{name} v{version}"), hold,
+                         params.tracking.champion_metric, params.split.scenario)
 
 
 # -- one pass ---------------------------------------------------------------------------
@@ -218,12 +254,14 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
     t = params.tracking
     store = open_registry_store(params, root)
     mark_orphans(store, t.registered_model, logger)  # what a killed earlier pass left
-    x_hold, y_hold = holdout(params, root)
-    sha = holdout_digest(x_hold, y_hold)
+    hold = holdout(params, root)
+    sha = holdout_sha256(hold)
     data_name, data_digest, data_source = data_identity(params, root)
     prints = fingerprint(params, root, data_digest)
     champion = store.version_for_alias(t.registered_model, CHAMPION)
-    decision = Decision("skipped", "", sha, t.champion_metric, fingerprint=prints["all"],
+    decision = Decision("skipped", "", sha, t.champion_metric,
+                        "labelled" if hold.labelled else "estimated",
+                        fingerprint=prints["all"],
                         champion_version=champion.version if champion else None)
     name = default_run_name(params, "retrain")
     with tracking.run_in(store, name, root, {"kind": "retrain", "dataset": params.data.dataset,
@@ -235,7 +273,8 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
             decision.reason = (f"data, params and code unchanged since champion "
                                f"v{champion.version} was trained")
             decision.champion_score = _float(champion.tags.get("holdout_score"))
-            _record(run, decision, logger)
+            _record(run, decision, logger, hold,
+                    _float(champion.tags.get("holdout_estimated_accuracy")))
             return decision
         workdir = run_directory(root, params, name)
         try:
@@ -245,7 +284,8 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
                                   stage_call=prefect_stage_call)
         except ValidationFailed as exc:  # a failed data gate: train nothing, move nothing
             decision.decision, decision.reason = "kept", f"data contract failed: {exc}"
-            _record(run, decision, logger)
+            _record(run, decision, logger, hold, _float(champion.tags.get(
+                "holdout_estimated_accuracy")) if champion is not None else None)
             return decision
         decision.pipeline_run_id = result.mlflow_run_id
         evaluated = [r for r in store.children(result.mlflow_run_id)
@@ -263,16 +303,23 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
             if params.data.dataset == "tracked" else "none",
             "pipeline_run_id": result.mlflow_run_id, "retrain_run_id": run.run_id})
         decision.challenger_version = version
-        decision.challenger_score = holdout_score(store, t.registered_model, version, x_hold,
-                                                  y_hold, t.champion_metric)
-        store.set_version_tag(t.registered_model, version, "holdout_score",
-                              decision.challenger_score)
+        challenger = holdout_score(store, t.registered_model, version, hold, params)
+        decision.challenger_score = challenger.deciding
+        if challenger.labelled is not None:  # else the estimate is the score already
+            decision.challenger_estimated = challenger.estimated
+        for key, value in (("holdout_score", challenger.deciding),
+                           ("holdout_score_kind", decision.score_kind),
+                           ("holdout_estimated_accuracy", challenger.estimated_accuracy)):
+            if value is not None:
+                store.set_version_tag(t.registered_model, version, key, value)
+        holder = champion_held = None
         if champion is not None:
-            _against_champion(decision, champion, store, params, root, x_hold, y_hold)
+            champion_held = _against_champion(decision, champion, store, params, root, hold)
         if should_promote(decision.challenger_score, decision.champion_score,
                           t.min_improvement):
             store.set_alias(t.registered_model, CHAMPION, version)
             decision.decision, decision.champion_version = "promoted", version
+            holder = challenger
             decision.reason += (f"challenger {decision.challenger_score:.4f} > champion "
                                 f"{_show(decision.champion_score)} + {t.min_improvement:g}"
                                 if champion is not None else "no champion yet")
@@ -280,16 +327,18 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
             decision.decision = "kept"
             decision.reason += (f"challenger {decision.challenger_score:.4f} <= champion "
                                 f"{decision.champion_score:.4f} + {t.min_improvement:g}")
-        _record(run, decision, logger)
+            holder = champion_held
+        _record(run, decision, logger, hold,
+                holder.estimated_accuracy if holder is not None else None)
         _figures(store, run, t.registered_model, workdir)
         return decision
 
 
 def _against_champion(decision: Decision, champion: Any, store: tracking.Store,
-                      params: Params, root: Path, x_hold: np.ndarray, y_hold: np.ndarray
-                      ) -> None:
+                      params: Params, root: Path, hold: Holdout) -> HoldoutScore | None:
     """The champion's score on the same holdout, and how the prior moved since it was
-    trained (overall, and on the batches that arrived since), into `decision`."""
+    trained (overall, and on the batches that arrived since), into `decision`; returns
+    the score (None when the champion cannot score this holdout)."""
     t = params.tracking
     previous = _float(champion.tags.get("prior_estimate"))
     if previous is not None and decision.prior_estimate is not None:
@@ -300,10 +349,14 @@ def _against_champion(decision: Decision, champion: Any, store: tracking.Store,
         if previous is not None and decision.new_data_prior is not None:
             decision.new_data_drift = decision.new_data_prior - previous
     try:
-        decision.champion_score = holdout_score(store, t.registered_model, champion.version,
-                                                x_hold, y_hold, t.champion_metric)
+        held = holdout_score(store, t.registered_model, champion.version, hold, params)
     except PuclError as exc:  # e.g. trained on inputs of another shape
         decision.reason = f"the champion cannot score this holdout ({exc}); "
+        return None
+    decision.champion_score = held.deciding
+    if held.labelled is not None:
+        decision.champion_estimated = held.estimated
+    return held
 
 
 def _float(value: Any) -> float | None:
@@ -317,11 +370,16 @@ def _show(value: float | None) -> str:
     return "none" if value is None else f"{value:.4f}"
 
 
-def _record(run: tracking.Run, decision: Decision, logger: Any) -> None:
-    run.set_tags(decision.tags())
+def _record(run: tracking.Run, decision: Decision, logger: Any, hold: Holdout,
+            estimated_accuracy: float | None) -> None:
+    """The decision as retrain.* tags and metrics, with the holdout's frozen prior and the
+    estimated accuracy of the model holding the alias after this pass (holdout.*)."""
+    run.set_tags({**decision.tags(), "holdout.prior": _show(hold.prior),
+                  "holdout.estimated_accuracy": _show(estimated_accuracy)})
     run.log_metrics({f"retrain.{k}": getattr(decision, k) for k in (
-        "champion_score", "challenger_score", "prior_estimate", "prior_drift", "new_rows",
-        "new_data_prior", "new_data_drift") if getattr(decision, k) is not None})
+        "champion_score", "challenger_score", "champion_estimated", "challenger_estimated",
+        "prior_estimate", "prior_drift", "new_rows", "new_data_prior", "new_data_drift")
+        if getattr(decision, k) is not None})
     logger.info(f"retrain: {decision.decision} ({decision.reason})")
 
 
