@@ -9,8 +9,8 @@ U (its hidden labels).
 Cases: `mnist5k` (the default params, embedded data) and the F-MNIST presets' default
 variants (`fmnist-i`, `fmnist-ii`: Fashion-MNIST's IDX files, paths.data_root). Each run
 is in process with tracking off, in a temporary directory. Writes `runs.csv` under --out
-(one row per case and seed; a rerun replaces its own rows, others stay) and prints the
-mean absolute difference and how many intervals hold the truth, per case.
+after each run (one row per case and seed; a rerun replaces its own rows, others stay),
+and prints the mean absolute difference and how many intervals hold the truth, per case.
 """
 
 from __future__ import annotations
@@ -96,16 +96,14 @@ def main() -> None:
     commit = current_commit()  # the code the runs read, whatever changes while they run
     extra = {key: yaml.safe_load(value) for key, value in
              (item.split("=", 1) for item in args.set)}
-    rows = []
     for case in args.cases:
         for seed in args.seeds:
             row = run_case(case, {**case_overrides(case), **extra}, seed)
-            rows.append(row)
+            frame = merge(pd.DataFrame([row]), args.out, commit)  # kept if a later one fails
             print(f"{case} seed {seed}: estimated {row['est_accuracy']:.4f} "
                   f"[{row['est_low']:.4f}, {row['est_high']:.4f}], true "
                   f"{row['true_accuracy']:.4f}, prior {row['prior_est']:.3f} "
                   f"(true {row['prior_true']:.3f}), {row['minutes']:.1f} min", flush=True)
-    frame = merge(pd.DataFrame(rows), args.out, commit)
     summary = frame.groupby("task").agg(runs=("seed", "count"),
                                         mean_abs_difference=("abs_difference", "mean"),
                                         intervals_holding=("held", "sum"))
