@@ -179,6 +179,13 @@ def test_5_a_new_batch_is_a_new_version_and_retrain_decides_by_the_margin(cycle)
         [client.get_experiment_by_name("pucl").experiment_id], "tags.kind = 'data'")
         if r.data.tags.get("data.batch") == "00001"]
     assert added and added[0].data.metrics["rows"] == 4000 - ROWS
+    # watched: the champion (v1) on the batch's own P and U, against its labelled holdout
+    # accuracy; the same digits, so no alert
+    watched = added[0].data.metrics
+    v1_score = float(client.get_model_version(MODEL, "1").tags["holdout_score"])
+    assert watched["monitor.reference_accuracy"] == pytest.approx(v1_score)
+    assert 0.5 < watched["monitor.estimated_accuracy"] <= 1 and "monitor.alert" not in \
+        added[0].data.tags and added[0].data.tags["monitor.champion_version"] == "1"
 
     pucl("retrain", "--no-progress")
     third = decision(client)

@@ -33,6 +33,14 @@ def retrain_tags(client: MlflowClient) -> dict[str, str]:
     return dict(run.data.tags)
 
 
+def data_run(client: MlflowClient, batch: str):
+    exp = client.get_experiment_by_name("pucl")
+    found = [r for r in client.search_runs([exp.experiment_id], "tags.kind = 'data'")
+             if r.data.tags.get("data.batch") == batch]
+    assert len(found) == 1, batch
+    return found[0]
+
+
 def naive_estimate(scores: np.ndarray, pu: np.ndarray, prior: float) -> float:
     """Accuracy on U's distribution = 1 - pi - r + 2 pi TPR (U: every row, case_control)."""
     tpr = float((scores[pu == 1] >= 0.5).mean())
@@ -92,6 +100,12 @@ def test_a_cycle_with_p_and_u_alone(tmp_path):
         assert retrain_tags(client)["retrain.decision"] == "skipped"
 
         pucl("data", "add", "arriving.npz")
+        # the batch watched: its prior, and the champion's estimate on its own P and U
+        watched = data_run(client, "00001").data.metrics
+        assert abs(watched["monitor.prior"] - y.mean()) < 0.15
+        assert watched["monitor.reference_accuracy"] == pytest.approx(naive, abs=1e-4)
+        assert watched["monitor.estimated_accuracy_low"] <= watched[
+            "monitor.estimated_accuracy"] <= watched["monitor.estimated_accuracy_high"]
         pucl("retrain", "--no-progress")
         third = retrain_tags(client)
         better = (float(third["retrain.challenger_score"])
@@ -102,6 +116,14 @@ def test_a_cycle_with_p_and_u_alone(tmp_path):
         holder = third["retrain.challenger_score" if better else "retrain.champion_score"]
         assert float(third["holdout.estimated_accuracy"]) == pytest.approx(float(holder),
                                                                            abs=1e-4)
+
+        # a batch unlike the rest (the digits inverted): the champion's estimate drops
+        # below what it scored on the holdout, beyond the interval, and the run says so
+        np.savez(root / "inverted.npz", x=255 - x[:400], pu=pu[:400])
+        alerted = pucl("data", "add", "inverted.npz")
+        tags = data_run(client, "00002").data.tags
+        assert tags["monitor.alert"].startswith("batch 00002, champion v")
+        assert "monitor.alert: batch 00002" in alerted.stderr
 
         np.savez(tmp_path / "new.npz", x=x[:20])
         pucl("predict", str(tmp_path / "new.npz"), "--out", str(tmp_path / "s.csv"),

@@ -10,6 +10,7 @@ from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_sc
 from pucl.pu_metrics import (
     Estimate,
     auc_p_vs_u,
+    drop_alert,
     estimate_metrics,
     point_estimates,
     validation_metrics,
@@ -104,3 +105,12 @@ def test_validation_metrics_estimate_from_p_and_u_and_check_against_u_labels():
     assert blind == {k: v for k, v in out.items() if not k.startswith("val_true_")}
     unknown = np.where(np.arange(len(y)) == 0, -1, y)  # one unknown label: no truth
     assert "val_true_accuracy" not in validation_metrics(p, u, 0.33, 0.03, unknown)
+
+
+def test_an_alert_only_when_the_whole_interval_lies_below_the_reference():
+    est = Estimate(value=0.80, low=0.76, high=0.84, at_prior_low=0.79, at_prior_high=0.81)
+    assert est.interval() == pytest.approx((0.75, 0.85))
+    assert drop_alert(est, 0.85, "batch 00002") is None  # the interval reaches it
+    assert drop_alert(est, 0.90, "batch 00002") == (
+        "batch 00002: estimated accuracy 0.8000 [0.7500, 0.8500] is below the 0.9000 it "
+        "scored on the holdout")

@@ -126,3 +126,14 @@ def validation_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
         out.update({f"val_true_{name}": truth[metric]
                     for name, metric in VALIDATION_METRICS.items()})
     return out
+
+
+def drop_alert(estimate: Estimate, reference: float, what: str) -> str | None:
+    """One line when the estimate's whole interval lies below `reference` (what the same
+    model scored before), else None: a drop the rows' chance and the prior's error do not
+    explain."""
+    low, high = estimate.interval()
+    if high >= reference:
+        return None
+    return (f"{what}: estimated accuracy {estimate.value:.4f} [{low:.4f}, {high:.4f}] is "
+            f"below the {reference:.4f} it scored on the holdout")

@@ -18,6 +18,7 @@ from pucl.cli._common import (
     _run_flow,
     _validated_overrides,
     app,
+    err,
     out,
 )
 from pucl.errors import PuclError
@@ -119,12 +120,35 @@ def data_add(
             root, directory, _typed(path), validate=params.validation.enabled)
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
+    watch = _watch(params, root, batch_id)
     _log_data_run(root, params, directory, version, f"data add {batch_id}",
-                  {"data.batch": batch_id, "data.source": str(path)},
-                  {"rows": rows, "positives": positives, "total_rows": version.rows})
+                  {"data.batch": batch_id, "data.source": str(path),
+                   **(watch.tags() if watch else {})},
+                  {"rows": rows, "positives": positives, "total_rows": version.rows,
+                   **(watch.metrics() if watch else {})})
     out.print(f"batch {batch_id}: {rows} rows ({positives} labelled positive) added to "
               f"{directory}; {version.batches} batches, {version.rows} rows; version "
               f"{version.digest[:12]} (DVC {version.dvc_md5})")
+    if watch is not None and watch.accuracy is not None:
+        low, high = watch.accuracy.interval()
+        out.print(f"champion v{watch.champion_version} on it: estimated accuracy "
+                  f"{watch.accuracy.value:.4f} [{low:.4f}, {high:.4f}], U's prior "
+                  f"{watch.prior:.4f}")
+    if watch is not None and watch.alert:
+        err.print(f"pucl: monitor.alert: {watch.alert}")
+
+
+def _watch(params, root: Path, batch_id: str):
+    """The batch watched (pucl.monitoring), or None with a warning: the batch is in
+    already, and a store or model that cannot be read must not undo that."""
+    from pucl.monitoring import watch_batch
+
+    try:
+        return watch_batch(params, root, batch_id)
+    except Exception as exc:  # noqa: BLE001 - reported, and the add stands
+        err.print(f"pucl: warning: batch {batch_id} added, but not watched "
+                  f"({tracking.first_line(exc)})")
+        return None
 
 
 @data_app.command("status")
