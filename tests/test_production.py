@@ -190,6 +190,9 @@ def test_5_a_new_batch_is_a_new_version_and_retrain_decides_by_the_margin(cycle)
     pucl("retrain", "--no-progress")
     third = decision(client)
     first = cycle["steps"]["first"]
+    # the watched batch joins the retrain figures
+    assert "figures/monitor_by_batch.png" in {
+        a.path for a in client.list_artifacts(third["run_id"], "figures")}
     assert third["holdout_sha256"] == first["holdout_sha256"]  # arriving data never enters it
     assert float(third["champion_score"]) == pytest.approx(float(first["challenger_score"]))
     margin = 0.0

@@ -309,3 +309,36 @@ def retrain_history_figures(versions: list[dict[str, Any]]) -> dict[str, Any]:
            title="class prior over data versions")
     ax.grid(alpha=0.3)
     return {"champion_holdout_score.png": score_fig, "prior_by_data_version.png": prior_fig}
+
+
+def monitor_figure(batches: list[dict[str, Any]]):
+    """The watched batches (`pucl data add`, in order): the champion's estimated accuracy
+    on each with its interval beside its holdout accuracy, alerts circled in red; and U's
+    prior on each. `batches`: dicts of batch, estimated_accuracy, low, high, reference,
+    prior, alert (missing numbers NaN)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (acc, prior) = plt.subplots(1, 2, figsize=(10, 3.4))
+    at = np.arange(len(batches))
+    value = np.array([b["estimated_accuracy"] for b in batches], float)
+    low = np.array([b["low"] for b in batches], float)
+    high = np.array([b["high"] for b in batches], float)
+    acc.errorbar(at, value, yerr=[value - low, high - value], fmt="o", capsize=3,
+                 label="estimated on the batch")
+    acc.plot(at, [b["reference"] for b in batches], "k_", markersize=14,
+             label="on the holdout")
+    alerts = [i for i, b in enumerate(batches) if b.get("alert")]
+    acc.scatter(at[alerts], value[alerts], s=120, facecolors="none", edgecolors="red",
+                label="monitor.alert")
+    prior.plot(at, [b["prior"] for b in batches], marker="o")
+    for ax, label in ((acc, "champion's accuracy"), (prior, "estimated prior of U")):
+        ax.set_xticks(at, [b["batch"] for b in batches], fontsize=7)
+        ax.set(xlabel="batch", ylabel=label)
+        ax.grid(alpha=0.3)
+    acc.legend(fontsize=7)
+    acc.set_title("the champion on each arriving batch")
+    prior.set_title("class prior of each arriving batch")
+    return fig

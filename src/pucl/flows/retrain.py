@@ -203,14 +203,36 @@ def open_registry_store(params: Params, root: Path) -> tracking.Store:
 
 def _figures(store: tracking.Store, run: tracking.Run, name: str, workdir: Path) -> None:
     """The champion's holdout score over model versions, the prior estimate over data
-    versions: from the registered versions' tags."""
+    versions: from the registered versions' tags; and, once batches were watched, the
+    champion's estimate and U's prior on each (the data runs' monitor.* metrics)."""
     from pucl.io import save_figure
-    from pucl.reporting import retrain_history_figures
+    from pucl.reporting import monitor_figure, retrain_history_figures
 
-    for filename, fig in retrain_history_figures(store.versions(name)).items():
+    figures = retrain_history_figures(store.versions(name))
+    watched = watched_batches(store)
+    if watched:
+        figures["monitor_by_batch.png"] = monitor_figure(watched)
+    for filename, fig in figures.items():
         path = workdir / filename
         save_figure(path, fig)
         run.log_artifact(path, "figures")
+
+
+def watched_batches(store: tracking.Store) -> list[dict[str, Any]]:
+    """One row per watched batch (a data run with monitor.* metrics), by batch id."""
+    rows = {}
+    for r in store.runs("tags.kind = 'data'"):
+        m = r.metrics
+        if "monitor.estimated_accuracy" not in m:
+            continue
+        batch = r.tags.get("data.batch", "?")
+        rows[batch] = {"batch": batch, "prior": m.get("monitor.prior", np.nan),
+                       "estimated_accuracy": m["monitor.estimated_accuracy"],
+                       "low": m["monitor.estimated_accuracy_low"],
+                       "high": m["monitor.estimated_accuracy_high"],
+                       "reference": m.get("monitor.reference_accuracy", np.nan),
+                       "alert": r.tags.get("monitor.alert")}
+    return [rows[k] for k in sorted(rows)]
 
 
 ORPHAN_TAG = "retrain.orphan"
