@@ -325,35 +325,48 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
             if params.data.dataset == "tracked" else "none",
             "pipeline_run_id": result.mlflow_run_id, "retrain_run_id": run.run_id})
         decision.challenger_version = version
-        challenger = holdout_score(store, t.registered_model, version, hold, params)
-        decision.challenger_score = challenger.deciding
-        if challenger.labelled is not None:  # else the estimate is the score already
-            decision.challenger_estimated = challenger.estimated
-        for key, value in (("holdout_score", challenger.deciding),
-                           ("holdout_score_kind", decision.score_kind),
-                           ("holdout_estimated_accuracy", challenger.estimated_accuracy)):
-            if value is not None:
-                store.set_version_tag(t.registered_model, version, key, value)
-        holder = champion_held = None
-        if champion is not None:
-            champion_held = _against_champion(decision, champion, store, params, root, hold)
-        if should_promote(decision.challenger_score, decision.champion_score,
-                          t.min_improvement):
-            store.set_alias(t.registered_model, CHAMPION, version)
-            decision.decision, decision.champion_version = "promoted", version
-            holder = challenger
-            decision.reason += (f"challenger {decision.challenger_score:.4f} > champion "
-                                f"{_show(decision.champion_score)} + {t.min_improvement:g}"
-                                if champion is not None else "no champion yet")
-        else:
-            decision.decision = "kept"
-            decision.reason += (f"challenger {decision.challenger_score:.4f} <= champion "
-                                f"{decision.champion_score:.4f} + {t.min_improvement:g}")
-            holder = champion_held
+        challenger = _score_challenger(decision, store, params, hold)
+        champion_held = (_against_champion(decision, champion, store, params, root, hold)
+                         if champion is not None else None)
+        holder = challenger if _decide(decision, store, params, champion) else champion_held
         _record(run, decision, logger, hold,
                 holder.estimated_accuracy if holder is not None else None)
         _figures(store, run, t.registered_model, workdir)
         return decision
+
+
+def _score_challenger(decision: Decision, store: tracking.Store, params: Params,
+                      hold: Holdout) -> HoldoutScore:
+    """The challenger's score into `decision` and onto its version's tags."""
+    name, version = params.tracking.registered_model, decision.challenger_version
+    challenger = holdout_score(store, name, version, hold, params)
+    decision.challenger_score = challenger.deciding
+    if challenger.labelled is not None:  # else the estimate is the score already
+        decision.challenger_estimated = challenger.estimated
+    for key, value in (("holdout_score", challenger.deciding),
+                       ("holdout_score_kind", decision.score_kind),
+                       ("holdout_estimated_accuracy", challenger.estimated_accuracy)):
+        if value is not None:
+            store.set_version_tag(name, version, key, value)
+    return challenger
+
+
+def _decide(decision: Decision, store: tracking.Store, params: Params, champion: Any
+            ) -> bool:
+    """The margin rule: move the alias to the challenger (True) or keep the champion."""
+    t = params.tracking
+    if should_promote(decision.challenger_score, decision.champion_score, t.min_improvement):
+        store.set_alias(t.registered_model, CHAMPION, decision.challenger_version)
+        decision.decision = "promoted"
+        decision.champion_version = decision.challenger_version
+        decision.reason += (f"challenger {decision.challenger_score:.4f} > champion "
+                            f"{_show(decision.champion_score)} + {t.min_improvement:g}"
+                            if champion is not None else "no champion yet")
+        return True
+    decision.decision = "kept"
+    decision.reason += (f"challenger {decision.challenger_score:.4f} <= champion "
+                        f"{decision.champion_score:.4f} + {t.min_improvement:g}")
+    return False
 
 
 def _against_champion(decision: Decision, champion: Any, store: tracking.Store,
