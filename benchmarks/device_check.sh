@@ -2,15 +2,19 @@
 # The GPU rows of reports/benchmarks.md, in one go on a CUDA machine with pucl installed
 # and Fashion-MNIST's IDX files under data/raw/fashion-mnist/ (or paths.data_root):
 #   bash benchmarks/device_check.sh [OUT.csv]
-# The CUDA checks of the tests first, then the default run, then F-MNIST-I's recommended
-# variant on seed 3 in fp32 and in bf16. Each run appends its rows to OUT.csv and its
-# warnings and errors to OUT.log.
+# The CUDA checks of the tests first, then F-MNIST-I's recommended variant on seed 3 in
+# fp32, the default run, the head's placement (CPU against device), and F-MNIST-I in
+# bf16. Each run appends its rows to OUT.csv and its warnings and errors to OUT.log.
 set -u
 out=${1:-reports/benchmarks/device_timing.csv}
 export PUCL_TRACKING=off PYTHONUNBUFFERED=1
-python -m pytest -q -p no:cacheprovider -o addopts="" tests/test_device_path.py
-for run in "" "--preset fmnist-i --seed 3" "--preset fmnist-i --seed 3 --precision bf16"; do
+timeout "${TEST_TIMEOUT:-240}" python -m pytest -q -p no:cacheprovider -o addopts="" \
+    tests/test_device_path.py || echo "failed: the CUDA tests (exit $?)"
+for run in "--preset fmnist-i --seed 3" "" "--preset fmnist-i --seed 3 --precision bf16"; do
     # shellcheck disable=SC2086  # the arguments are meant to split
     timeout "${RUN_TIMEOUT:-300}" python benchmarks/device_timing.py $run --out "$out" \
         2>>"${out%.csv}.log" || echo "failed: $run (exit $?; see ${out%.csv}.log)"
+    if [ -z "$run" ]; then
+        timeout 120 python benchmarks/head_placement.py || echo "failed: head placement"
+    fi
 done

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,14 +18,15 @@ import yaml
 
 from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.classify.linear import LinearHead, LinearSettings, train_linear_head, train_pu_head
-from pucl.data.augment import AffineJitter
+from pucl.data.augment import AffineJitter, FeatureNoise
 from pucl.errors import ParamsError
 from pucl.features import embed
 from pucl.losses import CONTRASTIVE_LOSSES
 from pucl.models import ContrastiveModel
 from pucl.pretraining.contrastive import PretrainSettings, train_contrastive
-from pucl.prior.heldout import HeldOutParams, heldout_scores
+from pucl.prior.heldout import HeldOutParams, heldout_scores, roll_index
 from pucl.runtime import compute_precision, configure, seeded_generator
+from pucl.step_graph import COUNTS, GraphedStep, eager
 from tests.conftest import tiny_params
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -116,6 +118,48 @@ def test_a_generator_on_the_device_reproduces_its_draws():
     assert [h.loss for h in first] == [h.loss for h in again]
 
 
+def test_a_step_off_cuda_is_called_as_it_is():
+    """The CPU runs the very function a GPU records: every call calls it, nothing is
+    recorded."""
+    seen = []
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        seen.append(x.clone())
+        return x * 2
+
+    graphed = GraphedStep(step)
+    for i in range(4):
+        x = torch.full((3,), float(i))
+        assert torch.equal(graphed(x), x * 2)
+    assert len(seen) == 4 and graphed.captures == 0
+
+
+@pytest.mark.parametrize("augment", [AffineJitter(), AffineJitter(hflip=0.5), FeatureNoise(),
+                                     FeatureNoise(drop=0.0)], ids=repr)
+def test_views_drawn_before_the_step_are_the_views_drawn_one_by_one(augment):
+    """A recorded step gets its random numbers from outside (`draw`, then `apply`): drawing
+    both views' numbers first must give the views, and leave the generator, as
+    augmenting one view after the other does."""
+    x = images(32).float() / 255 if isinstance(augment, AffineJitter) else torch.randn(32, 6)
+    one_by_one, up_front = seeded_generator(5), seeded_generator(5)
+    views = [augment(x, one_by_one), augment(x, one_by_one)]
+    draws = [augment.draw(x.shape, up_front), augment.draw(x.shape, up_front)]
+    for view, drawn in zip(views, draws, strict=True):
+        assert torch.equal(view, augment.apply(x, drawn))
+    assert torch.equal(one_by_one.get_state(), up_front.get_state())
+
+
+def test_the_prior_networks_shift_is_torch_roll():
+    """The held-out network's random translation, made as two gathers so that a step can
+    be recorded, is exactly torch.roll's."""
+    x = torch.rand(3, 1, 7, 9)
+    for dy in range(-2, 3):
+        for dx in range(-2, 3):
+            rolled = x.index_select(2, torch.from_numpy(roll_index(7, dy))) \
+                .index_select(3, torch.from_numpy(roll_index(9, dx)))
+            assert torch.equal(rolled, torch.roll(x, shifts=(dy, dx), dims=(2, 3)))
+
+
 def test_a_generator_on_another_device_than_the_data_is_refused():
     """Batch indices drawn on one device cannot index data on another: said up front."""
     with pytest.raises(ValueError, match=r"generator is on cpu but training on meta"):
@@ -194,3 +238,49 @@ def test_cuda_training_is_reproducible_and_stays_on_the_device():
     assert [h.loss for h in h1] == [h.loss for h in h2]
     for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True):
         assert torch.equal(a, b)
+
+
+def _every_loop(device: torch.device) -> dict[str, list]:
+    """Each training loop that records its steps, briefly, on `device`: what it returns."""
+    x = images(320)
+    model, history = pretrain(x, 3, 64, device)
+    feats = np.random.default_rng(0).normal(size=(300, 8)).astype(np.float32)
+    labels = (feats[:, 0] > 0).astype(np.int64)
+    settings = LinearSettings(3, 1e-2, 0.0, 64)  # 300 rows: batches of 64 and a tail of 44
+    head, head_losses = train_linear_head(feats, labels, settings,
+                                          seeded_generator(0, device), progress=False)
+    pu_head, pu_losses = train_pu_head(feats[:40], feats[40:], 0.4, "nnpu", settings,
+                                       seeded_generator(0, device), progress=False)
+    tuned_head = LinearHead(model.encoder.out_dim)
+    tuned = finetune(model.encoder, tuned_head, x, FinetuneSettings(2, 1e-3, 0.0, 64),
+                     AffineJitter(hflip=0.5), seeded_generator(0, device), device,
+                     positive=torch.arange(40), unlabeled=torch.arange(40, 320), kind="nnpu",
+                     prior=0.4, progress=False)
+    rows = x.reshape(320, -1).numpy() / 255.0
+    scores = heldout_scores(rows[80:], rows[:80], (1, 28, 28),
+                            HeldOutParams(classifier="network", max_steps=12, eval_every=4,
+                                          batch_size=32), 0, device=device)
+    return {"pretrain": [h.loss for h in history], "head": head_losses, "pu_head": pu_losses,
+            "finetune": tuned, "prior": list(scores.u[:20]),
+            "weights": [t.cpu() for t in (*model.state_dict().values(),
+                                          *head.state_dict().values(),
+                                          *pu_head.state_dict().values())]}
+
+
+@CUDA
+def test_cuda_graphs_replay_what_the_eager_steps_compute():
+    """Every loop that records its steps as CUDA graphs (pretraining, both heads,
+    fine-tuning, the prior's network) gives what the same steps give run eagerly, and did
+    record (a step that cannot be would warn and run eagerly: an error here)."""
+    cuda = configure(0, "cuda", 1)
+    recorded = COUNTS.recorded
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="a training step could not be recorded")
+        graphed = _every_loop(cuda)
+    assert COUNTS.recorded - recorded >= 6  # pretraining, 2 heads (+ tails), fine-tuning, prior
+    with eager():
+        plain = _every_loop(cuda)
+    for key in ("pretrain", "head", "pu_head", "finetune", "prior"):
+        np.testing.assert_allclose(graphed[key], plain[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    for a, b in zip(graphed["weights"], plain["weights"], strict=True):
+        torch.testing.assert_close(a.float(), b.float(), rtol=1e-5, atol=1e-6)

@@ -44,7 +44,9 @@ def compute_precision(device: torch.device, precision: str = "fp32"):
     no gradient scaling is needed with bfloat16's float32 exponent range)."""
     if check_precision(precision, device) == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    # no cache of cast weights: a step replayed as a CUDA graph must cast the weights it
+    # updates, not reuse the copies made when it was recorded
+    return torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False)
 
 
 def configure(seed: int, device: str, threads: int, deterministic_torch: bool = True,
@@ -77,11 +79,30 @@ def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gen
 
 def adam(params, lr: float, weight_decay: float) -> torch.optim.Adam:
     """Adam; on CUDA its fused kernel (one launch per step for every parameter, where a
-    small model's step is otherwise a row of tiny launches), elsewhere torch's default,
-    so CPU results stay as they were."""
+    small model's step is otherwise a row of tiny launches), capturable, with the learning
+    rate in a device tensor that schedules update in place, so a step can be replayed as
+    a CUDA graph (pucl.step_graph); elsewhere torch's default, so CPU results stay as they
+    were."""
     params = list(params)
-    fused = True if params and params[0].is_cuda else None
-    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=fused)
+    if not (params and params[0].is_cuda):
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    return torch.optim.Adam(params, lr=torch.tensor(float(lr), device=params[0].device),
+                            weight_decay=weight_decay, fused=True, capturable=True)
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """optimizer.load_state_dict, keeping a capturable optimiser's learning rates in
+    device tensors (a checkpoint written on the CPU holds floats, which a recorded CUDA
+    graph would keep as constants)."""
+    optimizer.load_state_dict(state)
+    for group in optimizer.param_groups:
+        if group.get("capturable") and not isinstance(group["lr"], torch.Tensor):
+            group["lr"] = torch.tensor(float(group["lr"]), device=group["params"][0].device)
+
+
+def current_lr(optimizer: torch.optim.Optimizer) -> float:
+    """The first group's learning rate as a float (a device tensor on CUDA: read once)."""
+    return float(optimizer.param_groups[0]["lr"])
 
 
 def on_device(device: torch.device, generator: torch.Generator, *tensors: torch.Tensor

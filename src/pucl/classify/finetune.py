@@ -4,14 +4,14 @@ head was trained with (cross-entropy on labels, or the uPU / nnPU risk on P vs U
 
 The head arrives already trained on frozen features, so the first steps do not push
 random-head gradients into the encoder; the learning rate decays on a cosine schedule.
-Images, indices and the generator live on the training device, and the epoch's loss is
-read back once (as in pretraining's loop).
+Images, indices and the generator live on the training device, each step is one CUDA graph
+on a GPU (pucl.step_graph), and the epoch's loss is read back once (as in pretraining's
+loop).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +22,7 @@ from pucl.classify.pu_risk import PU_RISKS, pu_risk
 from pucl.data.augment import normalize, to_unit_float
 from pucl.progress import EpochBar
 from pucl.runtime import LossSum, adam, epoch_order, on_device
+from pucl.step_graph import GraphedStep
 
 
 @dataclass(frozen=True)
@@ -32,37 +33,61 @@ class FinetuneSettings:
     batch_size: int
 
 
-def _views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator
-           ) -> torch.Tensor:
-    return normalize(augment(to_unit_float(images[idx]), generator))
+# an objective maps a batch's inputs to (what to minimise, what to report); an epoch's
+# inputs are those tuples, random draws included, made outside the recorded step
+Objective = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+EpochInputs = Callable[[], Iterator[tuple[torch.Tensor, ...]]]
 
 
-def _ce_objectives(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
-                   labels: torch.Tensor, batch_size: int, augment,
-                   generator: torch.Generator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """One epoch of cross-entropy: (objective, value to report) per full batch (BatchNorm
-    wants them), each batch's views drawn when it is reached."""
-    order = epoch_order(len(images), generator)
-    batch = min(batch_size, len(images))
+def _view(images: torch.Tensor, idx: torch.Tensor, augment, draws) -> torch.Tensor:
+    return normalize(augment.apply(to_unit_float(images[idx]), draws))
+
+
+def _draws(augment, images: torch.Tensor, rows: int, generator: torch.Generator):
+    """One view's random numbers for `rows` images, drawn outside the recorded step."""
+    return augment.draw((rows, *images.shape[1:]), generator)
+
+
+def _ce_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
+              labels: torch.Tensor, batch_size: int, augment,
+              generator: torch.Generator) -> tuple[Objective, EpochInputs]:
+    """Cross-entropy: the objective (its loss twice: minimised and reported) and an
+    epoch's inputs, one per full batch (BatchNorm wants them)."""
     ce = nn.CrossEntropyLoss()
-    for start in range(0, len(images) - batch + 1, batch):
-        idx = order[start:start + batch]
-        loss = ce(head(encoder(_views(images, idx, augment, generator))).float(), labels[idx])
-        yield loss, loss
+
+    def learn(idx: torch.Tensor, *draws: torch.Tensor):
+        loss = ce(head(encoder(_view(images, idx, augment, draws))).float(), labels[idx])
+        return loss, loss
+
+    def epoch():
+        order = epoch_order(len(images), generator)
+        batch = min(batch_size, len(images))
+        for start in range(0, len(images) - batch + 1, batch):
+            yield (order[start:start + batch], *_draws(augment, images, batch, generator))
+
+    return learn, epoch
 
 
-def _pu_objectives(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
-                   positive: torch.Tensor, unlabeled: torch.Tensor, batches: PUBatches,
-                   augment, generator: torch.Generator, prior: float, kind: str, beta: float,
-                   gamma: float) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """One epoch of the uPU / nnPU risk: (objective, risk) per batch of P and U."""
-    for idx_p, idx_u in batches.epoch():
-        if len(idx_u) < 2:  # a BatchNorm step needs two rows
-            continue
+def _pu_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
+              positive: torch.Tensor, unlabeled: torch.Tensor, batches: PUBatches,
+              augment, generator: torch.Generator, prior: float, kind: str, beta: float,
+              gamma: float) -> tuple[Objective, EpochInputs]:
+    """The uPU / nnPU risk: the objective (minimised, and the risk reported) and an
+    epoch's inputs, one per batch of P and U."""
+
+    def learn(idx_p: torch.Tensor, idx_u: torch.Tensor, *draws: torch.Tensor):
         rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
-        scores = head.score(encoder(_views(images, rows, augment, generator))).float()
+        scores = head.score(encoder(_view(images, rows, augment, draws))).float()
         result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind, beta, gamma)
-        yield result.objective, result.risk
+        return result.objective, result.risk
+
+    def epoch():
+        for idx_p, idx_u in batches.epoch():
+            if len(idx_u) < 2:  # a BatchNorm step needs two rows
+                continue
+            yield (idx_p, idx_u, *_draws(augment, images, len(idx_p) + len(idx_u), generator))
+
+    return learn, epoch
 
 
 def finetune(
@@ -101,24 +126,30 @@ def finetune(
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=settings.epochs)
     if kind == "ce":
         labels, = on_device(device, generator, labels)
-        epoch_objectives = functools.partial(_ce_objectives, encoder, head, images, labels,
-                                             settings.batch_size, augment, generator)
+        objective, epoch_inputs = _ce_steps(encoder, head, images, labels,
+                                            settings.batch_size, augment, generator)
     else:
         positive, unlabeled = on_device(device, generator, positive, unlabeled)
         batches = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator)
-        epoch_objectives = functools.partial(_pu_objectives, encoder, head, images, positive,
-                                             unlabeled, batches, augment, generator, prior,
-                                             kind, beta, gamma)
+        objective, epoch_inputs = _pu_steps(encoder, head, images, positive, unlabeled,
+                                            batches, augment, generator, prior, kind, beta,
+                                            gamma)
+
+    @GraphedStep  # one CUDA graph per batch shape on a GPU; a plain call elsewhere
+    def learn(*inputs: torch.Tensor) -> torch.Tensor:
+        minimised, reported = objective(*inputs)
+        optimizer.zero_grad(set_to_none=True)
+        minimised.backward()
+        optimizer.step()
+        return reported.detach()
+
     losses = []
     for _ in EpochBar(settings.epochs, f"fine-tune ({kind})", disable=not progress):
         encoder.train()
         head.train()
         epoch = LossSum()
-        for objective, reported in epoch_objectives():
-            optimizer.zero_grad(set_to_none=True)
-            objective.backward()
-            optimizer.step()
-            epoch.add(reported)
+        for inputs in epoch_inputs():
+            epoch.add(learn(*inputs))
         schedule.step()
         losses.append(epoch.mean())
     encoder.eval()

@@ -3,8 +3,9 @@ pseudo-labels (paper 000 section 7.1, "CE over PUPL"; also naive CE with U as ne
 or with a cost-sensitive PU risk (uPU / nnPU, eq. 14-15).
 
 A head trains where its generator lives (pucl.runtime.seeded_generator(seed, device)):
-features, batch indices and steps stay there, losses are read back once per epoch, and
-the trained head is returned on the CPU, where it scores feature arrays."""
+features, batch indices and steps stay there (each step one CUDA graph on a GPU:
+pucl.step_graph), losses are read back once per epoch, and the trained head is returned
+on the CPU, where it scores feature arrays."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pucl.classify.base import LinearHead
 from pucl.classify.pu_risk import pu_risk
 from pucl.progress import EpochBar
 from pucl.runtime import LossSum, adam, epoch_order
+from pucl.step_graph import GraphedStep
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,15 @@ def train_linear_head(
     y = torch.as_tensor(np.array(labels, dtype=np.int64)).to(device)
     head, optimizer = _standardised_head(x, settings)
     loss_fn = nn.CrossEntropyLoss()
+
+    @GraphedStep  # one CUDA graph per batch size on a GPU; a plain call elsewhere
+    def learn(idx: torch.Tensor) -> torch.Tensor:
+        loss = loss_fn(head(x[idx]).float(), y[idx])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.detach().double() * len(idx)  # summed over rows, as the host did
+
     losses = []
     batch = min(settings.batch_size, len(x))
     for _ in EpochBar(settings.epochs, "classifier", disable=not progress):
@@ -58,12 +69,7 @@ def train_linear_head(
         order = epoch_order(len(x), generator)
         epoch = LossSum()
         for start in range(0, len(x), batch):
-            idx = order[start:start + batch]
-            loss = loss_fn(head(x[idx]).float(), y[idx])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            epoch.add(loss.detach().double() * len(idx), count=False)  # as the host did
+            epoch.add(learn(order[start:start + batch]), count=False)
         losses.append(float(epoch.total) / len(x))
     return head.eval().cpu(), losses
 
@@ -110,16 +116,21 @@ def train_pu_head(
     x_u = torch.as_tensor(unlabeled, dtype=torch.float32).to(generator.device)
     head, optimizer = _standardised_head(torch.cat([x_p, x_u]), settings)
     batches = PUBatches(len(x_p), len(x_u), settings.batch_size, generator)
+
+    @GraphedStep  # one CUDA graph per batch size on a GPU; a plain call elsewhere
+    def learn(idx_p: torch.Tensor, idx_u: torch.Tensor) -> torch.Tensor:
+        result = pu_risk(head.score(x_p[idx_p]).float(), head.score(x_u[idx_u]).float(),
+                         prior, kind, beta, gamma)
+        optimizer.zero_grad(set_to_none=True)
+        result.objective.backward()
+        optimizer.step()
+        return result.risk.detach()
+
     losses = []
     for _ in EpochBar(settings.epochs, f"classifier ({kind})", disable=not progress):
         head.train()
         epoch = LossSum()
         for idx_p, idx_u in batches.epoch():
-            result = pu_risk(head.score(x_p[idx_p]).float(), head.score(x_u[idx_u]).float(),
-                             prior, kind, beta, gamma)
-            optimizer.zero_grad(set_to_none=True)
-            result.objective.backward()
-            optimizer.step()
-            epoch.add(result.risk)
+            epoch.add(learn(idx_p, idx_u))
         losses.append(epoch.mean())
     return head.eval().cpu(), losses

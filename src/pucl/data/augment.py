@@ -35,36 +35,56 @@ class AffineJitter:
                 f"need 0 < scale_min <= scale_max, got {self.scale_min}, {self.scale_max}"
             )
 
-    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """x: float [b, c, h, w] in [0, 1] -> augmented float [b, c, h, w] in [0, 1]."""
+    def draw(self, shape: torch.Size, generator: torch.Generator,
+             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
+        """The random numbers `apply` needs for a batch of `shape`, drawn on the
+        generator's device: apart from the arithmetic, so that a CUDA graph can replay
+        the arithmetic on fresh draws (pucl.step_graph)."""
+        b, device = shape[0], generator.device
+
+        def rand(kind: torch.dtype = dtype) -> torch.Tensor:
+            return torch.rand(b, generator=generator, dtype=kind, device=device)
+
+        angle, scale, tx, ty = rand(), rand(), rand(), rand()
+        # A mirror is drawn only when enabled, so that hflip = 0 leaves the random stream
+        # (and every earlier result) unchanged.
+        mirror = (rand(torch.float32),) if self.hflip > 0 else ()
+        return (angle, scale, tx, ty, *mirror, rand(), rand())
+
+    def apply(self, x: torch.Tensor, draws: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """x: float [b, c, h, w] in [0, 1], with `draw`'s numbers -> augmented float
+        [b, c, h, w] in [0, 1]."""
         b = x.shape[0]
+        angle, scale, tx, ty, *rest = draws
+        mirror_u, bright_u, contrast_u = rest if self.hflip > 0 else (None, *rest)
 
-        def uniform(lo: float, hi: float) -> torch.Tensor:
-            return lo + (hi - lo) * torch.rand(b, generator=generator, dtype=x.dtype,
-                                               device=x.device)
+        def between(u: torch.Tensor, lo: float, hi: float) -> torch.Tensor:
+            return lo + (hi - lo) * u
 
-        angle = uniform(-self.degrees, self.degrees) * (math.pi / 180.0)
-        scale = uniform(self.scale_min, self.scale_max)
+        angle = between(angle, -self.degrees, self.degrees) * (math.pi / 180.0)
+        scale = between(scale, self.scale_min, self.scale_max)
         # affine_grid works in normalised coordinates [-1, 1]: a shift of t * width is 2t.
-        tx = uniform(-self.translate, self.translate) * 2.0
-        ty = uniform(-self.translate, self.translate) * 2.0
+        tx = between(tx, -self.translate, self.translate) * 2.0
+        ty = between(ty, -self.translate, self.translate) * 2.0
         cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
-        # A mirror negates the input x coordinate. Drawn only when enabled, so that
-        # hflip = 0 leaves the random stream (and every earlier result) unchanged.
-        mirror = (torch.where(torch.rand(b, generator=generator, device=x.device) < self.hflip,
-                              -1.0, 1.0).to(x.dtype) if self.hflip > 0
-                  else torch.ones(b, dtype=x.dtype, device=x.device))
+        # A mirror negates the input x coordinate.
+        mirror = (torch.where(mirror_u < self.hflip, -1.0, 1.0).to(x.dtype)
+                  if mirror_u is not None else torch.ones(b, dtype=x.dtype, device=x.device))
         theta = torch.stack(
             [torch.stack([cos * mirror, -sin, tx], 1), torch.stack([sin * mirror, cos, ty], 1)],
             1)
         grid = F.affine_grid(theta, list(x.shape), align_corners=False)
         out = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
 
-        bright = uniform(1 - self.brightness, 1 + self.brightness).view(b, 1, 1, 1)
-        contrast = uniform(1 - self.contrast, 1 + self.contrast).view(b, 1, 1, 1)
+        bright = between(bright_u, 1 - self.brightness, 1 + self.brightness).view(b, 1, 1, 1)
+        contrast = between(contrast_u, 1 - self.contrast, 1 + self.contrast).view(b, 1, 1, 1)
         mean = out.mean(dim=(1, 2, 3), keepdim=True)
         out = (out - mean) * contrast + mean
         return (out * bright).clamp_(0.0, 1.0)
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """x: float [b, c, h, w] in [0, 1] -> augmented float [b, c, h, w] in [0, 1]."""
+        return self.apply(x, self.draw(x.shape, generator, x.dtype))
 
 
 @dataclass(frozen=True)
@@ -75,14 +95,24 @@ class FeatureNoise:
     noise: float = 0.1
     drop: float = 0.1
 
-    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def draw(self, shape: torch.Size, generator: torch.Generator,
+             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
+        """The noise and the drop mask's uniforms for a batch of `shape`."""
+        noise = torch.randn(shape, generator=generator, dtype=dtype, device=generator.device)
+        if self.drop <= 0:
+            return (noise,)
+        return noise, torch.rand(shape, generator=generator, device=generator.device)
+
+    def apply(self, x: torch.Tensor, draws: tuple[torch.Tensor, ...]) -> torch.Tensor:
         std = x.std(dim=0, keepdim=True) if len(x) > 1 else torch.zeros_like(x[:1])
-        out = x + self.noise * std * torch.randn(x.shape, generator=generator, dtype=x.dtype,
-                                                 device=x.device)
+        out = x + self.noise * std * draws[0]
         if self.drop > 0:
-            masked = torch.rand(x.shape, generator=generator, device=x.device) < self.drop
-            out = torch.where(masked, x.mean(dim=0, keepdim=True).expand_as(x), out)
+            out = torch.where(draws[1] < self.drop, x.mean(dim=0, keepdim=True).expand_as(x),
+                              out)
         return out
+
+    def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        return self.apply(x, self.draw(x.shape, generator, x.dtype))
 
 
 def make_augment(params, tabular: bool) -> AffineJitter | FeatureNoise:

@@ -20,10 +20,12 @@ from pucl.pretraining.base import (
 from pucl.pretraining.loop import (
     EpochStats,
     TrainingLoop,
+    augmented_views,
     full_batch_size,
-    two_views,
+    view_draws,
 )
 from pucl.runtime import on_device
+from pucl.step_graph import GraphedStep
 
 __all__ = ["Contrastive", "EpochStats", "PretrainSettings", "train_contrastive"]
 
@@ -58,10 +60,17 @@ def train_contrastive(
     loop = TrainingLoop(model.parameters(), settings.epochs, settings.lr,
                         settings.weight_decay, modules=(model,))
 
-    def step(epoch: int, idx: torch.Tensor) -> torch.Tensor:
-        v1, v2 = two_views(images, idx, augment, generator)
+    def learn(idx: torch.Tensor, *draws: torch.Tensor) -> torch.Tensor:
+        half = len(draws) // 2  # each view's random numbers, drawn outside
+        v1, v2 = augmented_views(images, idx, augment, [draws[:half], draws[half:]])
         z = model(torch.cat([v1, v2])).float()  # the loss in float32 under bf16 autocast
         return loop.backward_step(loss_fn(z[:batch], z[batch:], is_labeled[idx]))
+
+    learn_graphed = GraphedStep(learn)  # one CUDA graph on a GPU; a plain call elsewhere
+
+    def step(epoch: int, idx: torch.Tensor) -> torch.Tensor:
+        first, second = view_draws(augment, images, idx, generator)
+        return learn_graphed(idx, *first, *second)
 
     return loop.run(n, batch, generator, step,
                     state=lambda: {"model": model.state_dict()},

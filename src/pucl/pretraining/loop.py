@@ -21,7 +21,7 @@ import torch
 
 from pucl.data.augment import normalize, to_unit_float
 from pucl.progress import EpochBar
-from pucl.runtime import LossSum, adam, epoch_order
+from pucl.runtime import LossSum, adam, current_lr, epoch_order, load_optimizer
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,27 @@ def full_batch_size(n: int, batch_size: int) -> int:
     return batch
 
 
+def view_draws(augment, images: torch.Tensor, idx: torch.Tensor, generator: torch.Generator,
+               views: int = 2) -> list[tuple[torch.Tensor, ...]]:
+    """The random numbers of `views` augmented views of images[idx], one view after the
+    other, on the generator's device (outside a step that is replayed as a CUDA graph)."""
+    shape = (len(idx), *images.shape[1:])
+    return [augment.draw(shape, generator) for _ in range(views)]
+
+
+def augmented_views(images: torch.Tensor, idx: torch.Tensor, augment,
+                    draws: list[tuple[torch.Tensor, ...]]) -> list[torch.Tensor]:
+    """images[idx] augmented with each view's draws and normalised, on the images' device."""
+    x = to_unit_float(images[idx])
+    return [normalize(augment.apply(x, d)) for d in draws]
+
+
 def two_views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """Two independently augmented, normalised views of images[idx], on the images'
     device (which is the generator's)."""
-    x = to_unit_float(images[idx])
-    return normalize(augment(x, generator)), normalize(augment(x, generator))
+    v1, v2 = augmented_views(images, idx, augment, view_draws(augment, images, idx, generator))
+    return v1, v2
 
 
 class TrainingLoop:
@@ -94,7 +109,7 @@ class TrainingLoop:
         start_epoch = 0
         if resume is not None:
             load_state(resume)
-            self.optimizer.load_state_dict(resume["optimizer"])
+            load_optimizer(self.optimizer, resume["optimizer"])
             self.schedule.load_state_dict(resume["schedule"])
             generator.set_state(resume["generator"])
             history = [EpochStats(**h) for h in resume["history"]]
@@ -109,7 +124,7 @@ class TrainingLoop:
             losses = LossSum()
             for i in range(steps):
                 losses.add(step(epoch, order[i * batch:(i + 1) * batch]))
-            lr = self.optimizer.param_groups[0]["lr"]
+            lr = current_lr(self.optimizer)
             self.schedule.step()
             loss = losses.mean()  # the epoch's one read from the device: its work is done
             seconds = time.perf_counter() - t0

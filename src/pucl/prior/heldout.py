@@ -33,6 +33,7 @@ from pucl.prior.bins import best_bin
 from pucl.progress import EpochBar
 from pucl.registry import EntryParams
 from pucl.runtime import adam, from_host
+from pucl.step_graph import GraphedStep
 
 
 class HeldOutParams(EntryParams):
@@ -220,12 +221,10 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
     rows_p, rows_u = tensor(P), tensor(U)
     val_p, val_u = rows_p[val_p], rows_u[val_u]
 
-    def batch(idx_p: np.ndarray, idx_u: np.ndarray) -> torch.Tensor:
-        return torch.cat([rows_p[from_host(idx_p, device)], rows_u[from_host(idx_u, device)]])
-
     model = _network(sample_shape).to(device)
     optimiser = adam(model.parameters(), settings.lr, settings.weight_decay)
-    images = len(sample_shape) == 3
+    step_on = _learner(model, optimiser, rows_p, rows_u,
+                       settings.shift if len(sample_shape) == 3 else 0, rng)
     best = (math.inf, 0, copy.deepcopy(model.state_dict()))
     order, cursor, stale = rng.permutation(fit_u), 0, 0
     for step in range(1, settings.max_steps + 1):
@@ -234,8 +233,7 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
         batch_u = order[cursor:cursor + settings.batch_size]
         cursor += len(batch_u)
         batch_p = fit_p[rng.integers(0, len(fit_p), len(batch_u))]
-        _step(model, optimiser, batch(batch_p, batch_u), len(batch_p),
-              settings.shift if images else 0, rng)
+        step_on(batch_p, batch_u)
         if step % settings.eval_every == 0 or step == settings.max_steps:
             model.eval()  # early stopping reads the validation loss back: every eval_every steps
             val = float(_balanced_loss(logits(model, val_p), logits(model, val_u)))
@@ -246,37 +244,60 @@ def _fit_network(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
                 if stale >= settings.patience:
                     break
     model.load_state_dict(best[2])
-    alphas = _cvir(model, optimiser, fit_p, fit_u, val_p, val_u, rows_u, batch, logits,
-                   settings, images, rng) if cvir else []
+    alphas = _cvir(model, fit_p, fit_u, val_p, val_u, rows_u, step_on, logits, settings,
+                   rng) if cvir else []
     model.eval()
     return (lambda rows: logits(model, rows).cpu().numpy().astype(np.float64)), best[1], alphas
 
 
-def _step(model: nn.Module, optimiser: torch.optim.Optimizer, x: torch.Tensor, n_p: int,
-          shift: int, rng: np.random.Generator) -> None:
-    """One optimiser step of the balanced loss on rows x: n_p positives, then U."""
-    if shift:  # one random translation per step: cheap, and P is small
-        dy, dx = rng.integers(-shift, shift + 1, 2)
-        x = torch.roll(x, shifts=(int(dy), int(dx)), dims=(2, 3))
-    model.train()
-    out = model(x).squeeze(1).float()
-    loss = _balanced_loss(out[:n_p], out[n_p:])
-    optimiser.zero_grad()
-    loss.backward()
-    optimiser.step()
+def roll_index(size: int, by: int) -> np.ndarray:
+    """Where each position takes its value from when an axis of `size` is rolled `by`
+    places (torch.roll's result as a gather: position i takes (i - by) mod size)."""
+    return (np.arange(size) - by) % size
 
 
-def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, fit_p: np.ndarray,
-          fit_u: np.ndarray, val_p: torch.Tensor, val_u: torch.Tensor, rows_u: torch.Tensor,
-          batch, logits, settings: HeldOutParams, images: bool, rng: np.random.Generator
-          ) -> list[float]:
+def _learner(model: nn.Module, optimiser: torch.optim.Optimizer, rows_p: torch.Tensor,
+             rows_u: torch.Tensor, shift: int, rng: np.random.Generator):
+    """step_on(idx_p, idx_u): one optimiser step of the balanced loss on P rows idx_p and
+    U rows idx_u (host indices, drawn by numpy as on the CPU; only they travel). With
+    `shift`, the batch is rolled by one random translation per step (cheap, and P is
+    small), as index tensors, so that the step is one CUDA graph on a GPU."""
+
+    @GraphedStep
+    def learn(idx_p: torch.Tensor, idx_u: torch.Tensor, *roll: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([rows_p[idx_p], rows_u[idx_u]])
+        if roll:  # torch.roll by (dy, dx), as two gathers
+            x = x.index_select(2, roll[0]).index_select(3, roll[1])
+        out = model(x).squeeze(1).float()
+        loss = _balanced_loss(out[:len(idx_p)], out[len(idx_p):])
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        return loss.detach()
+
+    def step_on(idx_p: np.ndarray, idx_u: np.ndarray) -> None:
+        roll = ()
+        if shift:
+            dy, dx = rng.integers(-shift, shift + 1, 2)
+            h, w = rows_p.shape[2:]
+            roll = (from_host(roll_index(h, dy), rows_p.device),
+                    from_host(roll_index(w, dx), rows_p.device))
+        model.train()
+        learn(from_host(idx_p, rows_p.device), from_host(idx_u, rows_u.device), *roll)
+
+    return step_on
+
+
+def _cvir(model: nn.Module, fit_p: np.ndarray, fit_u: np.ndarray, val_p: torch.Tensor,
+          val_u: torch.Tensor, rows_u: torch.Tensor, step_on, logits,
+          settings: HeldOutParams, rng: np.random.Generator) -> list[float]:
     """CVIR rounds of TED^n (Garg et al. 2021; bbe.py): BBE on the validation slice gives a
     prior alpha; the alpha share of U the model scores most positive is left out of the
     negatives, and the model trains on P against the rest. A U that holds positives makes
     a P-vs-U classifier hedge on them; without them it separates the classes better, and
     BBE's top bin gets purer. A round is `cvir_epochs` epochs of U's size, each batch
     drawn from the kept rows. P and U are the rows `fit_p` and `fit_u` (indices into
-    `batch(idx_p, idx_u)`'s rows). Returns each round's alpha."""
+    `step_on(idx_p, idx_u)`'s rows). Returns each round's alpha."""
     alphas = []
     for _ in range(settings.cvir_rounds):
         model.eval()
@@ -293,8 +314,7 @@ def _cvir(model: nn.Module, optimiser: torch.optim.Optimizer, fit_p: np.ndarray,
         for _ in range(math.ceil(settings.cvir_epochs * len(fit_u) / settings.batch_size)):
             batch_u = keep[rng.choice(len(keep), size, replace=False)]
             batch_p = rng.integers(0, len(fit_p), size)
-            _step(model, optimiser, batch(fit_p[batch_p], fit_u[batch_u]), size,
-                  settings.shift if images else 0, rng)
+            step_on(fit_p[batch_p], fit_u[batch_u])
     return alphas
 
 

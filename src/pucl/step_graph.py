@@ -1,0 +1,117 @@
+"""A training step replayed as one CUDA graph.
+
+On a GPU, a step of a small model (LeNet-5 at a batch of 1,024) is a few hundred tiny
+kernel launches, and launching them costs more than running them. `GraphedStep` records
+the step once per input shape and then replays it with one launch. Anywhere else (the
+CPU, or with graphs switched off by `eager()`) it calls the step as it is: the CPU runs
+the very function that is recorded on a GPU.
+
+What a step must respect to be recorded (CUDA's rules for capture):
+- it reads its batch only through the tensors passed in, which are copied into fixed
+  buffers before each replay;
+- it draws no random numbers: the caller draws them outside and passes them in
+  (`AffineJitter.draw` / `apply`), so the random stream is the eager one;
+- it reads nothing back to the host and makes tensors of fixed shapes;
+- models and optimiser state are updated in place, so their memory stays where the
+  graph recorded it; the optimiser must be capturable (`pucl.runtime.adam` is, on CUDA);
+- the tensor it returns is overwritten by the next replay: use it (queue work on it)
+  before the next call.
+
+The first `warmup` calls of each shape run eagerly on a side stream, as CUDA graphs
+want (lazy state such as the optimiser's moments is created there); each is a real
+step. Recording runs nothing, so the step that is recorded is then replayed at once:
+every call is exactly one step. If recording fails (a step that breaks a rule above),
+a warning says so once and the step runs eagerly from then on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+_enabled = [True]
+
+
+@dataclass
+class GraphCounts:
+    """Steps recorded as CUDA graphs and steps that could not be, in this process (what a
+    benchmark reports beside its timings)."""
+
+    recorded: int = 0
+    failed: int = 0
+
+
+COUNTS = GraphCounts()
+
+
+@contextlib.contextmanager
+def eager() -> Iterator[None]:
+    """Steps made inside run without graphs (to compare the two, or to debug a step)."""
+    _enabled.append(False)
+    try:
+        yield
+    finally:
+        _enabled.pop()
+
+
+class GraphedStep:
+    def __init__(self, step: Callable[..., torch.Tensor], warmup: int = 2):
+        self.step = step
+        self.warmup = warmup
+        self.captures = 0  # graphs recorded: one per input shape
+        self._eager_calls: dict[tuple, int] = {}
+        self._graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, list[torch.Tensor],
+                                        torch.Tensor]] = {}
+        self._stream: torch.cuda.Stream | None = None
+        self._failed = False
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        if self._failed or not _enabled[-1] or not inputs[0].is_cuda:
+            return self.step(*inputs)
+        key = tuple((tuple(t.shape), t.dtype) for t in inputs)
+        recorded = self._graphs.get(key)
+        if recorded is None:
+            if self._eager_calls.get(key, 0) < self.warmup:
+                self._eager_calls[key] = self._eager_calls.get(key, 0) + 1
+                return self._on_side_stream(inputs)
+            recorded = self._record(key, inputs)
+            if recorded is None:
+                return self.step(*inputs)
+        graph, buffers, output = recorded
+        for buffer, value in zip(buffers, inputs, strict=True):
+            buffer.copy_(value, non_blocking=True)
+        graph.replay()
+        return output
+
+    def _on_side_stream(self, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(device=inputs[0].device)
+        main = torch.cuda.current_stream(inputs[0].device)
+        self._stream.wait_stream(main)
+        with torch.cuda.stream(self._stream):
+            output = self.step(*inputs)
+        main.wait_stream(self._stream)
+        return output
+
+    def _record(self, key: tuple, inputs: tuple[torch.Tensor, ...]):
+        buffers = [t.clone() for t in inputs]
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                output = self.step(*buffers)
+        except RuntimeError as err:  # a step that breaks a rule: run it eagerly
+            self._failed = True
+            COUNTS.failed += 1
+            first_line = (str(err).splitlines() or [""])[0]
+            warnings.warn(f"a training step could not be recorded as a CUDA graph, so it "
+                          f"runs eagerly (slower, same results): {first_line}",
+                          RuntimeWarning, stacklevel=3)
+            return None
+        self.captures += 1
+        COUNTS.recorded += 1
+        self._graphs[key] = (graph, buffers, output)
+        return self._graphs[key]
