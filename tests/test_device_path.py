@@ -18,6 +18,7 @@ import yaml
 
 from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.classify.linear import LinearHead, LinearSettings, train_linear_head, train_pu_head
+from pucl.classify.neighbours import NeighbourHead
 from pucl.data.augment import AffineJitter, FeatureNoise
 from pucl.errors import ParamsError
 from pucl.features import embed
@@ -284,3 +285,16 @@ def test_cuda_graphs_replay_what_the_eager_steps_compute():
         np.testing.assert_allclose(graphed[key], plain[key], rtol=1e-5, atol=1e-6, err_msg=key)
     for a, b in zip(graphed["weights"], plain["weights"], strict=True):
         torch.testing.assert_close(a.float(), b.float(), rtol=1e-5, atol=1e-6)
+
+
+@CUDA
+def test_neighbour_smoothing_scores_on_the_device_as_on_the_cpu():
+    """Smoothing compares every row with the whole bank: on CUDA a copy of the head does
+    it there, with the CPU's scores, and the head itself stays on the CPU."""
+    rng = np.random.default_rng(0)
+    bank = torch.from_numpy(rng.normal(size=(3000, 16)).astype(np.float32))
+    head = NeighbourHead(LinearHead(16), bank, k=10)
+    rows = rng.normal(size=(500, 16)).astype(np.float32)
+    np.testing.assert_allclose(head.positive_score(rows, "cuda"), head.positive_score(rows),
+                               rtol=1e-5, atol=1e-6)
+    assert head.bank.device.type == "cpu"

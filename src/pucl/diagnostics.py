@@ -35,11 +35,13 @@ from pucl.runtime import seeded_generator
 
 
 def ablation_metrics(heads: Sequence[nn.Module], features: list[list[np.ndarray]],
-                     scores: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    """scores[member, view, row] of `heads` on features[member][view]."""
+                     scores: np.ndarray, y: np.ndarray, device: torch.device | None = None
+                     ) -> dict[str, float]:
+    """scores[member, view, row] of `heads` on features[member][view] (scored on
+    `device`)."""
     out = {}
     if isinstance(heads[0], NeighbourHead):
-        unsmoothed = member_scores([head.base for head in heads], features)
+        unsmoothed = member_scores([head.base for head in heads], features, device)
         out["accuracy_unsmoothed"] = classification_metrics(y, unsmoothed.mean(axis=(0, 1))
                                                             )["accuracy"]
     if scores.shape[1] > 1:

@@ -368,7 +368,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         device = resolve_device(self.device)
         with compute_precision(device, self.precision):
             features = view_features(recipe, members, x, recipe.classifier.features, device)
-        scores = member_scores([head for _, head in members], features)
+        scores = member_scores([head for _, head in members], features, device)
         positive = scores.mean(axis=(0, 1)).astype(np.float64)
         return np.column_stack([1.0 - positive, positive])
 

@@ -4,6 +4,8 @@ training code, so that loading a head never imports the PU risks."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from torch import nn
@@ -16,11 +18,17 @@ class TwoClassHead(nn.Module):
         return logits[:, 1] - logits[:, 0]
 
     @torch.no_grad()
-    def positive_score(self, features: np.ndarray) -> np.ndarray:
-        """P(y = 1 | x) per row."""
+    def positive_score(self, features: np.ndarray,
+                       device: torch.device | str | None = None) -> np.ndarray:
+        """P(y = 1 | x) per row, computed on `device` (the CPU by default) by a copy of the
+        head there: neighbour smoothing compares every row with its whole bank, work for
+        a GPU, while the head itself stays where it was loaded (and is saved from)."""
         self.eval()
-        logits = self(torch.as_tensor(features, dtype=torch.float32))
-        return torch.softmax(logits, dim=1)[:, 1].numpy()
+        device = torch.device(device or "cpu")
+        head = self if device.type == "cpu" else copy.deepcopy(self).to(device)
+        with torch.autocast(device.type, enabled=False):  # scores in float32, under bf16 too
+            logits = head(torch.as_tensor(features, dtype=torch.float32, device=device))
+        return torch.softmax(logits, dim=1)[:, 1].cpu().numpy()
 
 
 class LinearHead(TwoClassHead):

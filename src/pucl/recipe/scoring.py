@@ -33,10 +33,12 @@ def view_features(recipe: Recipe, members: Sequence[tuple[ContrastiveModel, nn.M
     return out
 
 
-def member_scores(heads: Sequence[nn.Module], features: list[list[np.ndarray]]) -> np.ndarray:
-    """P(y = 1 | x) as scores[member, view, row]; the classifier's is their mean over the
-    first two axes."""
-    return np.array([[head.positive_score(f) for f in fs]
+def member_scores(heads: Sequence[nn.Module], features: list[list[np.ndarray]],
+                  device: torch.device | None = None) -> np.ndarray:
+    """P(y = 1 | x) as scores[member, view, row], computed on `device` (neighbour
+    smoothing's comparisons with the bank); the classifier's is their mean over the first
+    two axes."""
+    return np.array([[head.positive_score(f, device) for f in fs]
                      for head, fs in zip(heads, features, strict=True)])
 
 

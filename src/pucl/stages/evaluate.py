@@ -68,8 +68,8 @@ def run(ctx: StageContext) -> dict:
     metrics: dict = {}
     x_val = data.x_train[val["index"].to_numpy()]
     if len(val):  # the classifier's own scores (every view, every member), as on the test
-        val_score = member_scores(heads, view_features(recipe, members, x_val, reads, device)
-                                  ).mean(axis=(0, 1))
+        val_score = member_scores(heads, view_features(recipe, members, x_val, reads, device),
+                                  device).mean(axis=(0, 1))
         in_u = val["in_u"].to_numpy()
         metrics.update(validation_metrics(
             val_score[val["pu"].to_numpy() == 1], val_score[in_u], float(prior["prior"]),
@@ -105,10 +105,10 @@ def labelled_test(ctx: StageContext, recipe: Recipe, models, members, reads: str
     x_test, y_test = data.x_test[test["index"].to_numpy()], test["y"].to_numpy().astype(np.int64)
     features = view_features(recipe, members, x_test, reads, device)
     heads = [head for _, head in members]
-    scores = member_scores(heads, features)  # [member, view, row]
+    scores = member_scores(heads, features, device)  # [member, view, row]
     score = scores.mean(axis=(0, 1))
     metrics = {**classification_metrics(y_test, score),
-               **ablation_metrics(heads, features, scores, y_test)}
+               **ablation_metrics(heads, features, scores, y_test, device)}
     # the diagnostics and the embedding map describe the first pretrained representation
     model, f_test = models[0], embed(models[0], x_test, "encoder", device)
     pseudo = train[["index"]].merge(read_table(ctx.path("pupl", "labels.parquet"),
