@@ -26,7 +26,7 @@ from pucl.losses import CONTRASTIVE_LOSSES
 from pucl.models import ContrastiveModel
 from pucl.pretraining.contrastive import PretrainSettings, train_contrastive
 from pucl.prior.heldout import HeldOutParams, heldout_scores, roll_index
-from pucl.runtime import compute_precision, configure, seeded_generator
+from pucl.runtime import compute_precision, configure, load_optimizer, seeded_generator
 from pucl.step_graph import COUNTS, GraphedStep, eager
 from tests.conftest import tiny_params
 
@@ -159,6 +159,21 @@ def test_the_prior_networks_shift_is_torch_roll():
             rolled = x.index_select(2, torch.from_numpy(roll_index(7, dy))) \
                 .index_select(3, torch.from_numpy(roll_index(9, dx)))
             assert torch.equal(rolled, torch.roll(x, shifts=(dy, dx), dims=(2, 3)))
+
+
+def test_a_checkpoints_learning_rate_takes_the_form_its_optimiser_steps_with():
+    """A capturable (CUDA) Adam keeps its learning rate in a tensor that schedules update
+    in place, torch's CPU Adam a float: a checkpoint from either resumes in the other."""
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    from_cuda = torch.optim.Adam(params, lr=torch.tensor(0.01)).state_dict()
+    on_cpu = torch.optim.Adam(params, lr=0.5)
+    load_optimizer(on_cpu, from_cuda)
+    assert type(on_cpu.param_groups[0]["lr"]) is float
+    assert on_cpu.param_groups[0]["lr"] == pytest.approx(0.01)
+    capturable = torch.optim.Adam(params, lr=torch.tensor(0.5), capturable=True)
+    load_optimizer(capturable, torch.optim.Adam(params, lr=0.02).state_dict())
+    assert isinstance(capturable.param_groups[0]["lr"], torch.Tensor)
+    assert float(capturable.param_groups[0]["lr"]) == pytest.approx(0.02)
 
 
 def test_a_generator_on_another_device_than_the_data_is_refused():

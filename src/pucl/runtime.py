@@ -90,14 +90,24 @@ def adam(params, lr: float, weight_decay: float) -> torch.optim.Adam:
                             weight_decay=weight_decay, fused=True, capturable=True)
 
 
+# how an optimiser steps, set where it is made for its device: a checkpoint's own values
+# (load_state_dict copies them too) describe the device it was written on
+_STEP_FLAGS = ("capturable", "fused", "foreach")
+
+
 def load_optimizer(optimizer: torch.optim.Optimizer, state: dict) -> None:
-    """optimizer.load_state_dict, keeping a capturable optimiser's learning rates in
-    device tensors (a checkpoint written on the CPU holds floats, which a recorded CUDA
-    graph would keep as constants)."""
+    """optimizer.load_state_dict, keeping how this optimiser steps: its flags, and each
+    learning rate as a device tensor when capturable (a CPU checkpoint holds floats,
+    which a recorded CUDA graph would keep as constants) or a float otherwise (a CUDA
+    checkpoint holds tensors, which torch's CPU Adam refuses)."""
+    flags = [{k: group[k] for k in _STEP_FLAGS if k in group}
+             for group in optimizer.param_groups]
     optimizer.load_state_dict(state)
-    for group in optimizer.param_groups:
-        if group.get("capturable") and not isinstance(group["lr"], torch.Tensor):
-            group["lr"] = torch.tensor(float(group["lr"]), device=group["params"][0].device)
+    for group, kept in zip(optimizer.param_groups, flags, strict=True):
+        group.update(kept)
+        lr = float(group["lr"])
+        group["lr"] = (torch.tensor(lr, device=group["params"][0].device)
+                       if group.get("capturable") else lr)
 
 
 def current_lr(optimizer: torch.optim.Optimizer) -> float:
