@@ -161,19 +161,28 @@ def test_the_prior_networks_shift_is_torch_roll():
             assert torch.equal(rolled, torch.roll(x, shifts=(dy, dx), dims=(2, 3)))
 
 
-def test_a_checkpoints_learning_rate_takes_the_form_its_optimiser_steps_with():
+def test_a_checkpoint_resumes_in_the_form_its_optimiser_steps_with():
     """A capturable (CUDA) Adam keeps its learning rate in a tensor that schedules update
-    in place, torch's CPU Adam a float: a checkpoint from either resumes in the other."""
-    params = [torch.nn.Parameter(torch.zeros(2))]
-    from_cuda = torch.optim.Adam(params, lr=torch.tensor(0.01)).state_dict()
-    on_cpu = torch.optim.Adam(params, lr=0.5)
+    in place and its step counts beside the parameters; torch's CPU Adam keeps floats and
+    host counts. A checkpoint from either resumes in the other (a meta device stands in
+    for CUDA: it places tensors without computing)."""
+    cpu = [torch.nn.Parameter(torch.zeros(2))]
+    stepped = torch.optim.Adam(cpu, lr=0.02)
+    cpu[0].grad = torch.ones(2)
+    stepped.step()
+    other = [torch.nn.Parameter(torch.zeros(2, device="meta"))]
+    capturable = torch.optim.Adam(other, lr=0.5, capturable=True)
+    load_optimizer(capturable, stepped.state_dict())
+    group = capturable.param_groups[0]
+    assert group["capturable"] and isinstance(group["lr"], torch.Tensor)
+    assert group["lr"].device.type == "meta"
+    assert {t.device.type for t in capturable.state[other[0]].values()} == {"meta"}
+
+    from_cuda = torch.optim.Adam(cpu, lr=torch.tensor(0.01)).state_dict()
+    on_cpu = torch.optim.Adam(cpu, lr=0.5)
     load_optimizer(on_cpu, from_cuda)
     assert type(on_cpu.param_groups[0]["lr"]) is float
     assert on_cpu.param_groups[0]["lr"] == pytest.approx(0.01)
-    capturable = torch.optim.Adam(params, lr=torch.tensor(0.5), capturable=True)
-    load_optimizer(capturable, torch.optim.Adam(params, lr=0.02).state_dict())
-    assert isinstance(capturable.param_groups[0]["lr"], torch.Tensor)
-    assert float(capturable.param_groups[0]["lr"]) == pytest.approx(0.02)
 
 
 def test_a_generator_on_another_device_than_the_data_is_refused():

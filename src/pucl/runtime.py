@@ -96,15 +96,19 @@ _STEP_FLAGS = ("capturable", "fused", "foreach")
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, state: dict) -> None:
-    """optimizer.load_state_dict, keeping how this optimiser steps: its flags, and each
-    learning rate as a device tensor when capturable (a CPU checkpoint holds floats,
-    which a recorded CUDA graph would keep as constants) or a float otherwise (a CUDA
-    checkpoint holds tensors, which torch's CPU Adam refuses)."""
+    """optimizer.load_state_dict, keeping how this optimiser steps. Its flags go into the
+    checkpoint's groups before loading, since torch places the state by the checkpoint's
+    flags (a CPU checkpoint would leave Adam's step counts on the host, where a fused
+    CUDA step cannot read them). Each learning rate becomes a device tensor when
+    capturable (a CPU checkpoint holds floats, which a recorded CUDA graph would keep as
+    constants) or a float otherwise (a CUDA checkpoint holds tensors, which torch's CPU
+    Adam refuses)."""
     flags = [{k: group[k] for k in _STEP_FLAGS if k in group}
              for group in optimizer.param_groups]
+    state = {**state, "param_groups": [{**saved, **own} for saved, own in
+                                       zip(state["param_groups"], flags, strict=True)]}
     optimizer.load_state_dict(state)
-    for group, kept in zip(optimizer.param_groups, flags, strict=True):
-        group.update(kept)
+    for group in optimizer.param_groups:
         lr = float(group["lr"])
         group["lr"] = (torch.tensor(lr, device=group["params"][0].device)
                        if group.get("capturable") else lr)

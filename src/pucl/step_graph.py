@@ -21,7 +21,8 @@ The first `warmup` calls of each shape run eagerly on a side stream, as CUDA gra
 want (lazy state such as the optimiser's moments is created there); each is a real
 step. Recording runs nothing, so the step that is recorded is then replayed at once:
 every call is exactly one step. If recording fails (a step that breaks a rule above),
-a warning says so once and the step runs eagerly from then on.
+a warning says so and every step of the process runs eagerly from then on (a failed
+capture can leave CUDA's allocator in a state later captures should not build on).
 """
 
 from __future__ import annotations
@@ -100,18 +101,36 @@ class GraphedStep:
     def _record(self, key: tuple, inputs: tuple[torch.Tensor, ...]):
         buffers = [t.clone() for t in inputs]
         graph = torch.cuda.CUDAGraph()
+        main = torch.cuda.current_stream(inputs[0].device)
         try:
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 output = self.step(*buffers)
         except RuntimeError as err:  # a step that breaks a rule: run it eagerly
+            _abandon(graph, main)
             self._failed = True
             COUNTS.failed += 1
-            first_line = (str(err).splitlines() or [""])[0]
+            cause = err.__context__ or err  # ending the capture fails after the cause
+            first_line = (str(cause).splitlines() or [""])[0]
             warnings.warn(f"a training step could not be recorded as a CUDA graph, so it "
-                          f"runs eagerly (slower, same results): {first_line}",
-                          RuntimeWarning, stacklevel=3)
+                          f"and every later step run eagerly (slower, same results): "
+                          f"{first_line}", RuntimeWarning, stacklevel=3)
             return None
         self.captures += 1
         COUNTS.recorded += 1
         self._graphs[key] = (graph, buffers, output)
         return self._graphs[key]
+
+
+def _abandon(graph: torch.cuda.CUDAGraph, main: torch.cuda.Stream) -> None:
+    """After a failed capture: torch.cuda.graph leaves its capture stream current and the
+    allocator sending that stream's allocations to the graph's pool when ending the
+    capture raises. Put both back as far as torch allows (the pool calls are private
+    bindings, hence best effort), and record no graph in this process again."""
+    torch.cuda.set_stream(main)
+    _enabled[0] = False
+    try:
+        pool, device = graph.pool(), torch.cuda.current_device()
+        torch._C._cuda_endAllocateToPool(device, pool)
+        torch._C._cuda_releasePool(device, pool)
+    except (AttributeError, RuntimeError):
+        pass

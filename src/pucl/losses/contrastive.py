@@ -15,6 +15,7 @@ from torch import nn
 from pucl.errors import ParamsError
 from pucl.losses.core import (
     info_nce,
+    partner_index,
     partner_mask,
     row_normalize,
     same_set_mask,
@@ -177,7 +178,9 @@ class DCL(ContrastiveLoss):
         n = 2 * b - 2
         partner = partner_mask(b, s.device)
         eye = torch.eye(2 * b, dtype=torch.bool, device=s.device)
-        s_pos = s[partner]  # row i holds s_{i, a(i)}
+        # row i holds s_{i, a(i)}: a gather, not a boolean mask, whose size the host must
+        # read (a step that waits for the host cannot be recorded as a CUDA graph)
+        s_pos = s.gather(1, partner_index(b, s.device).view(-1, 1)).squeeze(1)
         log_neg = torch.logsumexp(s.masked_fill(eye | partner, float("-inf")), dim=1)
         shift = torch.maximum(log_neg, s_pos).detach()
         debiased = (torch.exp(log_neg - shift) - self.pi * n * torch.exp(s_pos - shift)) / (

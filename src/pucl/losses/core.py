@@ -26,10 +26,14 @@ def similarity_logits(z1: torch.Tensor, z2: torch.Tensor, temperature: float) ->
     return z @ z.T / temperature
 
 
+def partner_index(b: int, device: torch.device | None = None) -> torch.Tensor:
+    """Long [2b]: a(i), the other view of view i."""
+    return (torch.arange(2 * b, device=device) + b) % (2 * b)
+
+
 def partner_mask(b: int, device: torch.device | None = None) -> torch.Tensor:
     """Bool [2b, 2b]: True at (i, a(i))."""
-    idx = torch.arange(2 * b, device=device)
-    return idx.view(-1, 1) == ((idx + b) % (2 * b)).view(1, -1)
+    return torch.arange(2 * b, device=device).view(-1, 1) == partner_index(b, device).view(1, -1)
 
 
 def same_set_mask(member: torch.Tensor) -> torch.Tensor:
