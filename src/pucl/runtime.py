@@ -90,6 +90,14 @@ def adam(params, lr: float, weight_decay: float) -> torch.optim.Adam:
                             weight_decay=weight_decay, fused=True, capturable=True)
 
 
+def descend(optimizer: torch.optim.Optimizer, objective: torch.Tensor) -> None:
+    """One optimiser step on `objective`: fresh gradients (set to None first, so that a
+    step recorded as a CUDA graph makes them in its own memory), backward, step."""
+    optimizer.zero_grad(set_to_none=True)
+    objective.backward()
+    optimizer.step()
+
+
 # how an optimiser steps, set where it is made for its device: a checkpoint's own values
 # (load_state_dict copies them too) describe the device it was written on
 _STEP_FLAGS = ("capturable", "fused", "foreach")

@@ -19,9 +19,9 @@ from torch import nn
 
 from pucl.classify.linear import LinearHead, PUBatches
 from pucl.classify.pu_risk import PU_RISKS, pu_risk
-from pucl.data.augment import normalize, to_unit_float
+from pucl.data.augment import augmented_views, view_draws
 from pucl.progress import EpochBar
-from pucl.runtime import LossSum, adam, epoch_order, on_device
+from pucl.runtime import LossSum, adam, descend, epoch_order, on_device
 from pucl.step_graph import GraphedStep
 
 
@@ -39,15 +39,6 @@ Objective = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 EpochInputs = Callable[[], Iterator[tuple[torch.Tensor, ...]]]
 
 
-def _view(images: torch.Tensor, idx: torch.Tensor, augment, draws) -> torch.Tensor:
-    return normalize(augment.apply(to_unit_float(images[idx]), draws))
-
-
-def _draws(augment, images: torch.Tensor, rows: int, generator: torch.Generator):
-    """One view's random numbers for `rows` images, drawn outside the recorded step."""
-    return augment.draw((rows, *images.shape[1:]), generator)
-
-
 def _ce_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
               labels: torch.Tensor, batch_size: int, augment,
               generator: torch.Generator) -> tuple[Objective, EpochInputs]:
@@ -56,14 +47,16 @@ def _ce_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
     ce = nn.CrossEntropyLoss()
 
     def learn(idx: torch.Tensor, *draws: torch.Tensor):
-        loss = ce(head(encoder(_view(images, idx, augment, draws))).float(), labels[idx])
+        views, = augmented_views(images, idx, augment, [draws])
+        loss = ce(head(encoder(views)).float(), labels[idx])
         return loss, loss
 
     def epoch():
         order = epoch_order(len(images), generator)
         batch = min(batch_size, len(images))
         for start in range(0, len(images) - batch + 1, batch):
-            yield (order[start:start + batch], *_draws(augment, images, batch, generator))
+            draws, = view_draws(augment, images, batch, generator)
+            yield (order[start:start + batch], *draws)
 
     return learn, epoch
 
@@ -77,7 +70,8 @@ def _pu_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
 
     def learn(idx_p: torch.Tensor, idx_u: torch.Tensor, *draws: torch.Tensor):
         rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
-        scores = head.score(encoder(_view(images, rows, augment, draws))).float()
+        views, = augmented_views(images, rows, augment, [draws])
+        scores = head.score(encoder(views)).float()
         result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind, beta, gamma)
         return result.objective, result.risk
 
@@ -85,7 +79,8 @@ def _pu_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
         for idx_p, idx_u in batches.epoch():
             if len(idx_u) < 2:  # a BatchNorm step needs two rows
                 continue
-            yield (idx_p, idx_u, *_draws(augment, images, len(idx_p) + len(idx_u), generator))
+            draws, = view_draws(augment, images, len(idx_p) + len(idx_u), generator)
+            yield (idx_p, idx_u, *draws)
 
     return learn, epoch
 
@@ -138,9 +133,7 @@ def finetune(
     @GraphedStep  # one CUDA graph per batch shape on a GPU; a plain call elsewhere
     def learn(*inputs: torch.Tensor) -> torch.Tensor:
         minimised, reported = objective(*inputs)
-        optimizer.zero_grad(set_to_none=True)
-        minimised.backward()
-        optimizer.step()
+        descend(optimizer, minimised)
         return reported.detach()
 
     losses = []

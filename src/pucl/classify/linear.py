@@ -18,7 +18,7 @@ from torch import nn
 from pucl.classify.base import LinearHead
 from pucl.classify.pu_risk import pu_risk
 from pucl.progress import EpochBar
-from pucl.runtime import LossSum, adam, epoch_order
+from pucl.runtime import LossSum, adam, descend, epoch_order
 from pucl.step_graph import GraphedStep
 
 
@@ -57,9 +57,7 @@ def train_linear_head(
     @GraphedStep  # one CUDA graph per batch size on a GPU; a plain call elsewhere
     def learn(idx: torch.Tensor) -> torch.Tensor:
         loss = loss_fn(head(x[idx]).float(), y[idx])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        descend(optimizer, loss)
         return loss.detach().double() * len(idx)  # summed over rows, as the host did
 
     losses = []
@@ -121,9 +119,7 @@ def train_pu_head(
     def learn(idx_p: torch.Tensor, idx_u: torch.Tensor) -> torch.Tensor:
         result = pu_risk(head.score(x_p[idx_p]).float(), head.score(x_u[idx_u]).float(),
                          prior, kind, beta, gamma)
-        optimizer.zero_grad(set_to_none=True)
-        result.objective.backward()
-        optimizer.step()
+        descend(optimizer, result.objective)
         return result.risk.detach()
 
     losses = []

@@ -142,3 +142,18 @@ def normalize(x: torch.Tensor) -> torch.Tensor:
     unchanged: the MLP encoder standardises them with its input BatchNorm."""
     return x * 2.0 - 1.0 if x.dim() == 4 else x
 
+
+def view_draws(augment, images: torch.Tensor, rows: int, generator: torch.Generator,
+               views: int = 1) -> list[tuple[torch.Tensor, ...]]:
+    """The random numbers of `views` augmented views of `rows` images shaped like those of
+    `images`, one view after the other, on the generator's device: drawn outside a step
+    that is replayed as a CUDA graph (pucl.step_graph)."""
+    shape = (rows, *images.shape[1:])
+    return [augment.draw(shape, generator) for _ in range(views)]
+
+
+def augmented_views(images: torch.Tensor, idx: torch.Tensor, augment,
+                    draws: list[tuple[torch.Tensor, ...]]) -> list[torch.Tensor]:
+    """images[idx] augmented with each view's draws and normalised, on the images' device."""
+    x = to_unit_float(images[idx])
+    return [normalize(augment.apply(x, d)) for d in draws]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pucl.data.augment import AffineJitter, FeatureNoise
+from pucl.data.augment import AffineJitter, FeatureNoise, augmented_views, view_draws
 from pucl.losses import CONTRASTIVE_LOSSES, ContrastiveLoss
 from pucl.pretraining.base import (
     PRETRAINING_METHODS,
@@ -20,9 +20,7 @@ from pucl.pretraining.base import (
 from pucl.pretraining.loop import (
     EpochStats,
     TrainingLoop,
-    augmented_views,
     full_batch_size,
-    view_draws,
 )
 from pucl.runtime import on_device
 from pucl.step_graph import GraphedStep
@@ -69,7 +67,7 @@ def train_contrastive(
     learn_graphed = GraphedStep(learn)  # one CUDA graph on a GPU; a plain call elsewhere
 
     def step(epoch: int, idx: torch.Tensor) -> torch.Tensor:
-        first, second = view_draws(augment, images, idx, generator)
+        first, second = view_draws(augment, images, len(idx), generator, views=2)
         return learn_graphed(idx, *first, *second)
 
     return loop.run(n, batch, generator, step,

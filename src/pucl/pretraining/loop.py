@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from pucl.data.augment import normalize, to_unit_float
+from pucl.data.augment import augmented_views, view_draws
 from pucl.progress import EpochBar
-from pucl.runtime import LossSum, adam, current_lr, epoch_order, load_optimizer
+from pucl.runtime import LossSum, adam, current_lr, descend, epoch_order, load_optimizer
 
 
 @dataclass(frozen=True)
@@ -49,26 +49,12 @@ def full_batch_size(n: int, batch_size: int) -> int:
     return batch
 
 
-def view_draws(augment, images: torch.Tensor, idx: torch.Tensor, generator: torch.Generator,
-               views: int = 2) -> list[tuple[torch.Tensor, ...]]:
-    """The random numbers of `views` augmented views of images[idx], one view after the
-    other, on the generator's device (outside a step that is replayed as a CUDA graph)."""
-    shape = (len(idx), *images.shape[1:])
-    return [augment.draw(shape, generator) for _ in range(views)]
-
-
-def augmented_views(images: torch.Tensor, idx: torch.Tensor, augment,
-                    draws: list[tuple[torch.Tensor, ...]]) -> list[torch.Tensor]:
-    """images[idx] augmented with each view's draws and normalised, on the images' device."""
-    x = to_unit_float(images[idx])
-    return [normalize(augment.apply(x, d)) for d in draws]
-
-
 def two_views(images: torch.Tensor, idx: torch.Tensor, augment, generator: torch.Generator
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """Two independently augmented, normalised views of images[idx], on the images'
     device (which is the generator's)."""
-    v1, v2 = augmented_views(images, idx, augment, view_draws(augment, images, idx, generator))
+    draws = view_draws(augment, images, len(idx), generator, views=2)
+    v1, v2 = augmented_views(images, idx, augment, draws)
     return v1, v2
 
 
@@ -93,9 +79,7 @@ class TrainingLoop:
                                                                    T_max=epochs)
 
     def backward_step(self, loss: torch.Tensor) -> torch.Tensor:
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        descend(self.optimizer, loss)
         return loss.detach()
 
     def run(self, n: int, batch: int, generator: torch.Generator,

@@ -32,7 +32,7 @@ from pucl.prior.base import PriorEstimator
 from pucl.prior.bins import best_bin
 from pucl.progress import EpochBar
 from pucl.registry import EntryParams
-from pucl.runtime import adam, from_host
+from pucl.runtime import adam, descend, from_host
 from pucl.step_graph import GraphedStep
 
 
@@ -270,9 +270,7 @@ def _learner(model: nn.Module, optimiser: torch.optim.Optimizer, rows_p: torch.T
             x = x.index_select(2, roll[0]).index_select(3, roll[1])
         out = model(x).squeeze(1).float()
         loss = _balanced_loss(out[:len(idx_p)], out[len(idx_p):])
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
+        descend(optimiser, loss)
         return loss.detach()
 
     def step_on(idx_p: np.ndarray, idx_u: np.ndarray) -> None:
