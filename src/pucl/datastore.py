@@ -218,27 +218,30 @@ def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
     return train, Holdout(batch.x[held], batch.y[held], batch.pu[held], prior)
 
 
+# an estimate is kept this far inside (0, 1): a frozen holdout's prior must be one
+# read_holdout accepts, and the label-free estimates divide by pi and by 1 - pi
+PRIOR_MARGIN = 1e-3
+
+
 def estimate_prior(params: Params, unlabeled: np.ndarray, positives: np.ndarray
                    ) -> float | None:
-    """U's class prior by prior.method's estimator (prior.value for `given`), seeded by
-    base.seed; None when the method is no estimator or the rows are too few for it."""
-    from pucl.data.augment import unit_scale
+    """U's class prior by prior.method (prior.value for `given`), seeded by base.seed and
+    kept within PRIOR_MARGIN of (0, 1); None when the method is no estimator (oracle) or
+    the rows are too few for it."""
     from pucl.prior import PRIOR_ESTIMATORS
+    from pucl.recipe import Recipe
+    from pucl.recipe.prior import estimate_prior as recipe_prior
 
     method = params.prior.method
     if method == "given":
         return params.prior.value
     if method not in PRIOR_ESTIMATORS:
         return None
-    entry = PRIOR_ESTIMATORS.get(method)
-    settings = entry.settings(params.prior.sub_section(entry.params_key),
-                              f"prior.{entry.params_key}")
-    estimator = entry.build(settings, random_state=params.base.seed)
     try:
-        estimator.fit(unit_scale(unlabeled), unit_scale(positives))
-    except ValueError:  # too few rows for this estimator
+        prior = recipe_prior(Recipe.of(params), unlabeled, positives)[0]
+    except DataError:  # too few rows for this estimator
         return None
-    return float(estimator.prior_)
+    return min(max(prior, PRIOR_MARGIN), 1.0 - PRIOR_MARGIN)
 
 
 def take_rows(batch: Batch, rows: int | None, seed: int) -> tuple[Batch, Batch | None]:

@@ -66,15 +66,13 @@ def watch_batch(params: Params, root: Path, batch_id: str) -> BatchWatch:
     store = tracking.open_store(tracking.resolve_tracking_uri(params.tracking.uri, root),
                                 params.tracking.experiment, root)
     name = params.tracking.registered_model
-    registered = store.client.search_registered_models(f"name = '{name}'")
-    champion = store.version_for_alias(name, CHAMPION) if registered else None
+    champion = store.version_for_alias(name, CHAMPION)
     if champion is None or prior is None or not (batch.pu == 1).any():
         return BatchWatch(prior, None, None, champion.version if champion else None, None)
     model = tracking.load_version(store.uri, name, champion.version)
     scores = score(model, unit_scale(batch.x).astype(np.float32),
                    what=f"{name} v{champion.version}")
-    accuracy = estimate_metrics(scores[batch.pu == 1], scores[in_u], min(max(prior, 1e-3),
-                                                                        1 - 1e-3),
+    accuracy = estimate_metrics(scores[batch.pu == 1], scores[in_u], prior,
                                 prior_error=params.evaluate.prior_error,
                                 seed=params.base.seed)["accuracy"]
     reference = holdout_accuracy(champion.tags, params.tracking.champion_metric)
