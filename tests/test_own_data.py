@@ -170,6 +170,22 @@ def test_tabular_npz_without_u_labels_runs_every_stage(tmp_path, tracking_uri, m
     assert not [k for k in metrics if k.startswith("val_true_")]
 
 
+def test_retraining_on_p_and_u_alone_names_the_tracked_dataset(tmp_path):
+    """An npz without test rows has nothing labelled to score champion and challenger on:
+    retrain's holdout says so in one line (a tracked dataset freezes a PU holdout)."""
+    from pucl.errors import DataError
+    from pucl.flows.retrain import holdout
+    from pucl.stages.runner import resolve_params
+
+    params = tiny_params(data={"dataset": "npz", "task": "given", "path": "own.npz"},
+                         pretrain={"encoder": "mlp"})
+    project = make_project(tmp_path / "proj", params)
+    tabular_npz(project / "own.npz", np.random.default_rng(0), with_test=False)
+    with pytest.raises(DataError, match=r"^data.dataset = 'npz' has no labelled test rows .*"
+                                        r"data.dataset: tracked"):
+        holdout(resolve_params(project, {}), project)
+
+
 def test_mirror_views_of_feature_rows_are_refused_before_any_stage(tmp_path):
     from pucl.errors import ParamsError
     from pucl.stages.preflight import check_inputs

@@ -30,7 +30,7 @@ from pucl.config import Params
 from pucl.data import get_task, load_dataset
 from pucl.data.tracked import Holdout, batch_files, read_batch, read_holdout
 from pucl.datastore import data_identity, estimate_prior, exclusive, holdout_digest
-from pucl.errors import PuclError
+from pucl.errors import DataError, PuclError
 from pucl.flows._tasks import prefect_stage_call, project_dir
 from pucl.metrics import classification_metrics
 from pucl.pu_metrics import point_estimates
@@ -118,6 +118,11 @@ def holdout(params: Params, root: Path) -> Holdout:
                         path=data_path(params, root))
     task = get_task(d.task)
     keep = np.flatnonzero(task.keep(data.y_test))
+    if not len(keep):  # P and U alone: only a tracked dataset freezes a PU holdout
+        raise DataError(f"data.dataset = {d.dataset!r} has no labelled test rows to score "
+                        f"champion and challenger on (allowed: data with x_test and "
+                        f"y_test, or data.dataset: tracked, whose `pucl data init` freezes "
+                        f"a PU holdout from P and U alone)")
     return Holdout(unit_scale(data.x_test[keep]).astype(np.float32),
                    task.binarize(data.y_test[keep]).astype(np.int64))
 
