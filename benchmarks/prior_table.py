@@ -54,9 +54,13 @@ def run_case(case: str, overrides: dict, seed: int, estimator: str) -> list[dict
     truth = report["prior_true"]
     rows = [{"estimator": estimator, "case": case, "seed": seed, "prior_true": truth,
              "estimate": report["prior"], "abs_error": abs(report["prior"] - truth),
-             "seconds": seconds}]
+             "seconds": seconds,
+             # prior.heldout.restarts > 1: each restart's estimate, the first the run's own
+             "restart_estimates": ";".join(f"{r['prior']:.4f}" for r in
+                                           report.get("restart_estimates", ())) or None}]
     for name, key in READ_FROM.get(estimator, {}).items():
         rows.append({**rows[0], "estimator": name, "estimate": report[key],
+                     "restart_estimates": None,
                      "abs_error": abs(report[key] - truth)})
     return rows
 
@@ -107,7 +111,8 @@ def main() -> None:
                 last = rows[0]  # the estimator run (rows read from it follow)
                 print(f"{case} seed {seed} {estimator}: {last['estimate']:.3f} "
                       f"(true {last['prior_true']:.3f}) in {last['seconds']:.1f} s", flush=True)
-    print(write_tables(pd.DataFrame(runs), args.out).to_string(index=False))
+                table = write_tables(pd.DataFrame(runs), args.out)  # kept if stopped later
+    print(table.to_string(index=False))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,9 @@ class HeldOutParams(EntryParams):
     classifier: Literal["auto", "network", "logistic"] = Field(
         "auto", description="auto: a small CNN for images of 20x20 or more, else logistic")
     folds: int = Field(2, ge=2, le=10, description="cross-fitting folds per side")
+    restarts: int = Field(1, ge=1, le=20, description="whole estimates, each with its own "
+                          "folds and networks (the first with the run's seed), averaged: "
+                          "steadier, at that many times the cost")
     validation: float = Field(0.2, gt=0.0, lt=0.5, description="share of each training "
                               "part that decides when the network stops")
     batch_size: int = Field(256, ge=8, description="network: rows of P and of U per step")
@@ -129,6 +132,15 @@ def classifier_kind(choice: str, sample_shape: tuple[int, ...]) -> str:
     if choice != "auto":
         return choice
     return "network" if _lenet_sized(sample_shape) else "logistic"
+
+
+def restart_states(random_state: int | None, restarts: int) -> list[int | None]:
+    """The seed of each restart: the run's own first (one restart is the estimate without
+    restarts), then seeds drawn from it."""
+    if random_state is None:
+        return [None] * restarts
+    drawn = np.random.SeedSequence(random_state).generate_state(restarts - 1)
+    return [random_state, *(int(state) for state in drawn)]
 
 
 def heldout_scores(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
@@ -323,8 +335,10 @@ class HeldOutEstimator(PriorEstimator):
     details)` and say whether their scorer goes on with CVIR rounds (`cvir`)."""
 
     cvir = False
+    averaged_details: tuple[str, ...] = ()  # other estimates in the details, averaged too
 
-    def __init__(self, classifier: str = "auto", folds: int = 2, validation: float = 0.2,
+    def __init__(self, classifier: str = "auto", folds: int = 2, restarts: int = 1,
+                 validation: float = 0.2,
                  batch_size: int = 256, max_steps: int = 1500, eval_every: int = 50,
                  patience: int = 4, lr: float = 1e-3, weight_decay: float = 1e-4,
                  shift: int = 2, cvir_rounds: int = 3, cvir_epochs: int = 1,
@@ -333,6 +347,7 @@ class HeldOutEstimator(PriorEstimator):
                  random_state: int | None = 0, progress: bool = False, device: str = "cpu"):
         self.classifier = classifier
         self.folds = folds
+        self.restarts = restarts
         self.validation = validation
         self.batch_size = batch_size
         self.max_steps = max_steps
@@ -365,14 +380,26 @@ class HeldOutEstimator(PriorEstimator):
         fields = HeldOutParams.model_fields
         return HeldOutParams(**{k: v for k, v in self.get_params().items() if k in fields})
 
-    def _scores(self, U: np.ndarray, P: np.ndarray) -> HeldOutScores:
+    def _scores(self, U: np.ndarray, P: np.ndarray,
+                random_state: int | None = None) -> HeldOutScores:
         return heldout_scores(U, P, self.sample_shape_, self.heldout_settings(),
-                              self.random_state, self.progress, self.cvir, self.device)
+                              self.random_state if random_state is None else random_state,
+                              self.progress, self.cvir, self.device)
 
     def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
-        scores = self._scores(U, P)
-        prior, details = self._from_scores(scores)
-        return prior, {**scores.describe(), **details}
+        runs = []
+        for state in restart_states(self.random_state, self.restarts):
+            scores = self._scores(U, P, state)
+            prior, details = self._from_scores(scores)
+            runs.append((prior, {**scores.describe(), **details}))
+        if len(runs) == 1:
+            return runs[0]
+        # the first restart's details as the run's, every restart's estimates beside them
+        estimates = [{"prior": prior, **{k: v for k, v in details.items()
+                                         if k in self.averaged_details}}
+                     for prior, details in runs]
+        mean = {k: float(np.mean([e[k] for e in estimates])) for k in estimates[0]}
+        return mean.pop("prior"), {**runs[0][1], **mean, "restart_estimates": estimates}
 
     def _from_scores(self, scores: HeldOutScores) -> tuple[float, dict]:
         raise NotImplementedError

@@ -28,6 +28,7 @@ class TEDn(HeldOutEstimator):
     """TED^n: BBE on held-out scores of a network trained further with CVIR rounds."""
 
     cvir = True
+    averaged_details = ("dedpul_cvir",)
 
     def _from_scores(self, scores: HeldOutScores) -> tuple[float, dict]:
         prior, details = bbe_from_scores(scores, self.gamma, self.delta)
