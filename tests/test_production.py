@@ -93,6 +93,12 @@ def test_1_init_exports_the_embedded_data_as_a_dvc_version(cycle):
     assert dvc(root, "status", "data/dataset/batches.dvc").stdout.strip().endswith(
         "up to date.")
     pucl("data", "init", code=2)  # never replaces what is there
+    # a labelled holdout has no frozen prior to estimate again: one line, nothing changed
+    before = (root / "data/dataset/holdout.npz").read_bytes()
+    result = pucl("data", "reestimate-prior", code=2)
+    assert "is labelled: it has no frozen prior" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert (root / "data/dataset/holdout.npz").read_bytes() == before
 
 
 def test_2_first_retrain_promotes_a_challenger(cycle):

@@ -13,14 +13,14 @@ import hashlib
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from pucl.config import Params
 from pucl.data import get_task, load_dataset
-from pucl.data.own import _image_files, _read_images
+from pucl.data.own import _image_files, _read_images, read_npz
 from pucl.data.split import PUSplit, make_pu_split, validation_rows
 from pucl.data.tracked import (
     BATCHES,
@@ -194,28 +194,72 @@ def initial_batch(params: Params, source: str, data_root: Path) -> tuple[Batch, 
             Holdout(data.x_test[test], task.binarize(data.y_test[test]).astype(np.int64)))
 
 
+def _pu_rows(params: Params, labelled: np.ndarray) -> PUSplit:
+    """P and U of rows with these labelled positives: under case_control U is every row."""
+    return PUSplit(labeled=labelled, in_u=np.ones_like(labelled)
+                   if params.split.scenario == "case_control" else ~labelled)
+
+
 def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
     """Data with P and U alone: `split.val_fraction` of the labelled positives and of the
-    other rows (seeded by base.seed; at least 20 of each) become the frozen holdout, with
-    U's prior estimated by prior.method on the rows that stay (more rows than the holdout
-    has). Returns (the training rows left, the holdout)."""
+    other rows (seeded by base.seed; at least 20 of each) become the holdout. Its prior
+    is frozen by `freeze_prior` once the first batch is known. Returns (the training rows
+    left, the holdout)."""
     fraction = params.split.val_fraction
     if fraction <= 0:
         raise DataError("this data has no labelled test split, so the holdout must be a PU "
                         "holdout cut from it, and split.val_fraction = 0 cuts none (allowed: "
                         "a val_fraction above 0, e.g. 0.1)")
-    labelled = batch.pu == 1
-    split = PUSplit(labeled=labelled, in_u=np.ones_like(labelled)
-                    if params.split.scenario == "case_control" else ~labelled)
+    split = _pu_rows(params, batch.pu == 1)
     held = validation_rows(split, fraction, np.random.default_rng(params.base.seed))
     train = Batch(batch.x[~held], batch.pu[~held], batch.y[~held])
-    in_u = split.in_u[~held]
-    prior = estimate_prior(params, train.x[in_u], train.x[train.pu == 1])
+    return train, Holdout(batch.x[held], batch.y[held], batch.pu[held])
+
+
+def freeze_prior(params: Params, holdout: Holdout, first: Batch) -> Holdout:
+    """A PU holdout with U's prior estimated by prior.method on the first batch, the
+    training rows tracked with it (more rows than the holdout has, from the same draw);
+    a labelled holdout as it is."""
+    if holdout.pu is None:
+        return holdout
+    split = _pu_rows(params, first.pu == 1)
+    prior = estimate_prior(params, first.x[split.in_u], first.x[split.labeled])
     if prior is None:
         raise DataError(f"prior.method '{params.prior.method}' gives no prior for the PU "
                         "holdout (allowed: an estimator such as tedn, or given with "
                         "prior.value)")
-    return train, Holdout(batch.x[held], batch.y[held], batch.pu[held], prior)
+    return replace(holdout, prior=prior)
+
+
+def reestimate_holdout_prior(params: Params, root: Path, directory: Path
+                             ) -> tuple[float, float, DataVersion]:
+    """Estimate a PU holdout's frozen prior again, by today's prior.method, on the rows
+    `pucl data init` estimated it on: the first batch (later batches may have drifted; the
+    holdout's rows did not). Returns (the prior before, after, the new data version).
+    Only the prior changes: the holdout's rows and every batch stay as they are, and DVC
+    keeps the old version."""
+    with exclusive(_lock(directory), "change of the dataset"):
+        holdout = read_holdout(directory)
+        if holdout.prior is None:
+            raise DataError(f"the holdout of {directory} is labelled: it has no frozen prior "
+                            "to estimate again (a PU holdout has one: pucl data init from "
+                            "an npz with x and pu alone)")
+        first = read_batch(batch_files(directory)[0], like=holdout.x)
+        after = freeze_prior(params, holdout, first).prior
+        target = directory / HOLDOUT
+        arrays = read_npz(target)  # as stored, so that only the prior changes
+        before = float(arrays["prior"])
+        arrays["prior"] = np.float64(after)
+        backup = target.with_name(f".{HOLDOUT}.before")
+        shutil.copy2(target, backup)
+        try:
+            write_npz(target, arrays)
+            _dvc_add(root, [target])
+        except BaseException:  # as before: the old prior and its DVC record
+            backup.replace(target)
+            raise
+        backup.unlink()
+        return before, after, current_version(directory)
 
 
 # an estimate is kept this far inside (0, 1): a frozen holdout's prior must be one

@@ -83,6 +83,7 @@ def data_init(
         batch, holdout = datastore.initial_batch(
             params, source_arg, Path(params.paths.data_root))
         first, remaining = datastore.take_rows(batch, rows, params.base.seed)
+        holdout = datastore.freeze_prior(params, holdout, first)
         version = datastore.init_dataset(root, directory, first, holdout)
         if rest_path is not None and remaining is not None:
             datastore.write_npz(rest_path, remaining.arrays())
@@ -102,6 +103,27 @@ def data_init(
     if rest_path is not None and remaining is not None:
         out.print(f"the other {len(remaining.x)} rows: {rest_path} (pucl data add {rest})")
     out.print("train on it with data.dataset: tracked (params.yaml or --set)")
+
+
+@data_app.command("reestimate-prior")
+def data_reestimate_prior(set_: SetOption = None) -> None:
+    """Estimate a PU holdout's frozen prior again, by prior.method, on the rows it was
+    first estimated on (the first batch), as a new DVC version. Every later retrain
+    scores with the new prior; the old one stays in DVC and on the data run."""
+    from pucl import datastore
+
+    root, params, directory = _dataset(set_)
+    try:
+        before, after, version = datastore.reestimate_holdout_prior(params, root, directory)
+    except PuclError as exc:
+        _fail(str(exc), exc.exit_code)
+    _log_data_run(root, params, directory, version, "data reestimate-prior",
+                  {"holdout.prior_before": f"{before:.6f}",
+                   "prior.method": params.prior.method},
+                  {"holdout_prior": after})
+    out.print(f"holdout prior of {directory}: {before:.4f} -> {after:.4f} "
+              f"({params.prior.method}); version {version.digest[:12]} "
+              f"(DVC {version.dvc_md5})")
 
 
 @data_app.command("add")

@@ -115,6 +115,8 @@ class Holdout:
     def arrays(self) -> dict[str, np.ndarray]:
         if self.pu is None:
             return {"x_test": self.x, "y_test": self.y.astype(np.int8)}
+        if self.prior is None:
+            raise ValueError("a PU holdout is written with its prior (datastore.freeze_prior)")
         return {"x_test": self.x, "pu_test": self.pu.astype(np.int8),
                 "y_test": self.y.astype(np.int8), "prior": np.float64(self.prior)}
 
