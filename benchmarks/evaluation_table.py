@@ -9,8 +9,9 @@ U (its hidden labels).
 Cases: `mnist5k` (the default params, embedded data) and the F-MNIST presets' default
 variants (`fmnist-i`, `fmnist-ii`: Fashion-MNIST's IDX files, paths.data_root). Each run
 is in process with tracking off, in a temporary directory. Writes `runs.csv` under --out
-after each run (one row per case and seed; a rerun replaces its own rows, others stay),
-and prints the mean absolute difference and how many intervals hold the truth, per case.
+after each run (one row per case, settings and seed; a rerun replaces its own rows,
+others stay), and prints the mean absolute difference and how many intervals hold the
+truth, per case and settings.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from _commit import current_commit, with_commit  # noqa: E402
 
 # case: (preset whose default variant it runs, or None for params.yaml as it is)
 CASES = {"mnist5k": None, "fmnist-i": "fmnist-i", "fmnist-ii": "fmnist-ii"}
-KEY = ["task", "seed"]
+KEY = ["task", "settings", "seed"]  # settings: the --set overrides, "default" without
 
 
 def case_overrides(case: str) -> dict:
@@ -68,7 +69,21 @@ def run_case(case: str, overrides: dict, seed: int) -> dict:
             "held": metrics["val_est_accuracy_low"] <= metrics["val_true_accuracy"]
             <= metrics["val_est_accuracy_high"],
             "n_val_p": metrics["val_n_p"], "n_val_u": metrics["val_n_u"],
-            "test_accuracy": metrics["accuracy"], "minutes": minutes}
+            "tpr_p": metrics["val_tpr"], "tpr_u": metrics["val_true_tpr"],
+            **miss_parts(metrics), "test_accuracy": metrics["accuracy"], "minutes": minutes}
+
+
+def miss_parts(metrics: dict) -> dict:
+    """The estimate's miss in three parts that sum to it: the prior's, the held-out P's
+    (its TPR, tpr_p, standing for the TPR on U's positives, tpr_u; pu_metrics.error_parts)
+    and the clipping's (a false-positive rate estimated below 0 is read as 0)."""
+    from pucl.pu_metrics import error_parts
+
+    prior_part, tpr_part = error_parts(metrics["val_prior"], metrics["val_tpr"],
+                                       metrics["val_true_prior"], metrics["val_true_tpr"])
+    miss = metrics["val_est_accuracy"] - metrics["val_true_accuracy"]
+    return {"prior_part": prior_part, "tpr_part": tpr_part,
+            "clip_part": miss - prior_part - tpr_part}
 
 
 def merge(frame: pd.DataFrame, out: Path, commit: str) -> pd.DataFrame:
@@ -76,11 +91,13 @@ def merge(frame: pd.DataFrame, out: Path, commit: str) -> pd.DataFrame:
     path = out / "runs.csv"
     frame = with_commit(frame, commit)
     if path.exists():
-        kept = pd.read_csv(path)
+        kept = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        kept["settings"] = kept.get("settings", "default")
         fresh = frame.set_index(KEY).index
         frame = pd.concat([kept[~kept.set_index(KEY).index.isin(fresh)], frame],
                           ignore_index=True)
     out.mkdir(parents=True, exist_ok=True)
+    frame = frame[KEY + [c for c in frame.columns if c not in KEY]]
     frame.sort_values(KEY).to_csv(path, index=False, float_format="%.4f")
     return frame
 
@@ -98,13 +115,14 @@ def main() -> None:
              (item.split("=", 1) for item in args.set)}
     for case in args.cases:
         for seed in args.seeds:
-            row = run_case(case, {**case_overrides(case), **extra}, seed)
+            row = {**run_case(case, {**case_overrides(case), **extra}, seed),
+                   "settings": " ".join(args.set) or "default"}
             frame = merge(pd.DataFrame([row]), args.out, commit)  # kept if a later one fails
             print(f"{case} seed {seed}: estimated {row['est_accuracy']:.4f} "
                   f"[{row['est_low']:.4f}, {row['est_high']:.4f}], true "
                   f"{row['true_accuracy']:.4f}, prior {row['prior_est']:.3f} "
                   f"(true {row['prior_true']:.3f}), {row['minutes']:.1f} min", flush=True)
-    summary = frame.groupby("task").agg(runs=("seed", "count"),
+    summary = frame.groupby(["task", "settings"]).agg(runs=("seed", "count"),
                                         mean_abs_difference=("abs_difference", "mean"),
                                         intervals_holding=("held", "sum"))
     print(summary.to_string())

@@ -11,6 +11,7 @@ from pucl.pu_metrics import (
     Estimate,
     auc_p_vs_u,
     drop_alert,
+    error_parts,
     estimate_metrics,
     point_estimates,
     validation_metrics,
@@ -96,6 +97,9 @@ def test_validation_metrics_estimate_from_p_and_u_and_check_against_u_labels():
     assert out["val_true_f1"] == f1_score(y, predicted)
     assert out["val_true_auc"] == roc_auc_score(y, u)
     assert (out["val_n_p"], out["val_n_u"], out["val_prior"]) == (300, 3000, 0.33)
+    assert out["val_tpr"] == (p >= 0.5).mean() and out["val_positive_rate"] == predicted.mean()
+    assert out["val_true_prior"] == y.mean()
+    assert out["val_true_tpr"] == recall_score(y, predicted)
     for name in ("accuracy", "auc", "f1"):  # a prior 0.03 off still lands in the interval
         assert out[f"val_est_{name}_low"] <= out[f"val_true_{name}"] \
             <= out[f"val_est_{name}_high"], name
@@ -103,6 +107,11 @@ def test_validation_metrics_estimate_from_p_and_u_and_check_against_u_labels():
     # the estimate never reads the labels: without them, the same numbers and no truth
     blind = validation_metrics(p, u, prior=0.33, prior_error=0.03, seed=1)
     assert blind == {k: v for k, v in out.items() if not k.startswith("val_true_")}
+    # the miss splits exactly into the prior's part and the held-out P's part
+    prior_part, tpr_part = error_parts(0.33, out["val_tpr"], out["val_true_prior"],
+                                       out["val_true_tpr"])
+    assert prior_part + tpr_part == pytest.approx(
+        out["val_est_accuracy"] - out["val_true_accuracy"], abs=1e-12)
     unknown = np.where(np.arange(len(y)) == 0, -1, y)  # one unknown label: no truth
     assert "val_true_accuracy" not in validation_metrics(p, u, 0.33, 0.03, unknown)
 

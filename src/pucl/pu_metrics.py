@@ -115,17 +115,34 @@ def validation_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
     (an oracle check of the estimate, never an input to it)."""
     estimates = estimate_metrics(p_scores, u_scores, prior, prior_error=prior_error,
                                  seed=seed)
+    tpr, r = _rates(np.asarray(p_scores, float), np.asarray(u_scores, float), 0.5)
     out: dict[str, float] = {"val_n_p": len(p_scores), "val_n_u": len(u_scores),
-                             "val_prior": prior}
+                             "val_prior": prior, "val_tpr": tpr, "val_positive_rate": r}
     for name, metric in VALIDATION_METRICS.items():
         low, high = estimates[metric].interval()
         out.update({f"val_est_{name}": estimates[metric].value,
                     f"val_est_{name}_low": low, f"val_est_{name}_high": high})
     if y_u is not None and len(y_u) and (np.asarray(y_u) >= 0).all():
-        truth = classification_metrics(np.asarray(y_u), np.asarray(u_scores, float))
+        y_u, u_scores = np.asarray(y_u), np.asarray(u_scores, float)
+        truth = classification_metrics(y_u, u_scores)
         out.update({f"val_true_{name}": truth[metric]
                     for name, metric in VALIDATION_METRICS.items()})
+        # what the estimate's two readings stand for: U's positive share and the TPR on
+        # its positives (error_parts splits a miss between them)
+        out.update(val_true_prior=float(y_u.mean()),
+                   val_true_tpr=float((u_scores[y_u == 1] >= 0.5).mean())
+                   if (y_u == 1).any() else float("nan"))
     return out
+
+
+def error_parts(prior: float, tpr: float, true_prior: float, true_tpr: float
+                ) -> tuple[float, float]:
+    """The accuracy estimate's miss (estimate - the held-out U's true accuracy, before
+    clipping) as (the prior's part, the held-out P's part). With accuracy = 1 - pi - r +
+    2 pi TPR on both sides and r shared, the miss is (pi - pi_u)(2 TPR - 1) +
+    2 pi_u (TPR - TPR_u): pi_u and TPR_u are the held-out U's positive share and TPR on
+    its positives."""
+    return (prior - true_prior) * (2 * tpr - 1), 2 * true_prior * (tpr - true_tpr)
 
 
 def drop_alert(estimate: Estimate, reference: float, what: str) -> str | None:
