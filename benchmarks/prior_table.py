@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from _commit import with_commit  # run as files: benchmarks/ is on sys.path
+from _commit import current_commit, with_commit  # run as files: benchmarks/ is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 # case: params overrides. F-MNIST reads Fashion-MNIST's IDX files (Debian's
@@ -65,11 +65,11 @@ def run_case(case: str, overrides: dict, seed: int, estimator: str) -> list[dict
     return rows
 
 
-def write_tables(frame: pd.DataFrame, out: Path) -> pd.DataFrame:
+def write_tables(frame: pd.DataFrame, out: Path, commit: str) -> pd.DataFrame:
     """Merge these runs into out/prior_runs.csv (a rerun replaces its own estimator, case
     and seed; other rows stay) and write the per-case table out/prior.csv from it."""
     previous = out / "prior_runs.csv"
-    frame = with_commit(frame)
+    frame = with_commit(frame, commit)
     if previous.exists():
         kept = pd.read_csv(previous)
         key = ["estimator", "case", "seed"]
@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "prior")
     args = parser.parse_args()
     os.environ["PUCL_TRACKING"] = "off"  # estimates only: no MLflow runs
+    commit = current_commit()  # the code the runs read, whatever changes while they run
     extra = {key: yaml.safe_load(value) for key, value in
              (item.split("=", 1) for item in args.set)}
     runs = []
@@ -111,7 +112,7 @@ def main() -> None:
                 last = rows[0]  # the estimator run (rows read from it follow)
                 print(f"{case} seed {seed} {estimator}: {last['estimate']:.3f} "
                       f"(true {last['prior_true']:.3f}) in {last['seconds']:.1f} s", flush=True)
-                table = write_tables(pd.DataFrame(runs), args.out)  # kept if stopped later
+                table = write_tables(pd.DataFrame(runs), args.out, commit)  # kept if stopped later
     print(table.to_string(index=False))
 
 

@@ -170,3 +170,30 @@ def test_estimator_defaults_are_the_params_defaults(name):
     the params.yaml schema's defaults (prior.heldout)."""
     defaults = PRIOR_ESTIMATORS.create(name).get_params()
     assert {k: defaults[k] for k in HeldOutParams.model_fields} == HeldOutParams().model_dump()
+
+
+def test_restarts_average_whole_estimates_the_first_with_the_runs_seed():
+    """restarts: 3 is the mean of three estimates made apart, with the run's seed and two
+    drawn from it (each refitted here as a one-restart estimator), and lists each; the
+    estimates differ (their folds and networks do), and one restart is the plain estimate."""
+    from pucl.prior.heldout import restart_states
+
+    rng = np.random.default_rng(7)
+    unlabeled = np.concatenate([rng.normal(1, 1, (300, 4)), rng.normal(-1, 1, (500, 4))])
+    positive = rng.normal(1, 1, (200, 4))
+    settings = {"classifier": "network", "max_steps": 40, "eval_every": 20, "batch_size": 32}
+    states = restart_states(4, 3)
+    assert states[0] == 4 and len(set(states)) == 3 and states == restart_states(4, 3)
+    alone = [PRIOR_ESTIMATORS.create("tedn", random_state=s, **settings).fit(unlabeled, positive)
+             for s in states]
+    averaged = PRIOR_ESTIMATORS.create("tedn", random_state=4, restarts=3,
+                                       **settings).fit(unlabeled, positive)
+    assert averaged.prior_ == pytest.approx(np.mean([e.prior_ for e in alone]), abs=1e-12)
+    listed = averaged.details_["restart_estimates"]
+    assert [r["prior"] for r in listed] == [e.prior_ for e in alone]
+    assert [r["dedpul_cvir"] for r in listed] == [e.details_["dedpul_cvir"] for e in alone]
+    assert len({e.prior_ for e in alone}) > 1
+    assert averaged.details_["heldout_steps"] == alone[0].details_["heldout_steps"]
+    single = PRIOR_ESTIMATORS.create("tedn", random_state=4, restarts=1, **settings)
+    assert single.fit(unlabeled, positive).prior_ == alone[0].prior_
+    assert "restart_estimates" not in single.details_
