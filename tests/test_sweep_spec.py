@@ -235,6 +235,9 @@ def test_the_choice_reads_the_validation_estimate_never_the_test():
     table = bench_table(grouped, lambda row: None, ["split.n_p"])
     assert table["chosen"].tolist() == ["", "yes", "yes", "", "", ""]
     assert table["val est %"].tolist()[:2] == ["90.0 +- 0.0", "95.0 +- 0.0"]
+    # a variant given the true prior is never chosen, however well it estimates itself
+    oracle = grouped.assign(prior_source=["oracle", "oracle", "tedn", "tedn", "tedn", "tedn"])
+    assert oracle[chosen(oracle)]["variant"].tolist() == ["y"]
     # runs without the estimate (val_fraction 0): nothing is chosen, no column claims it
     blind = grouped.assign(val_est_accuracy=np.nan)
     assert not chosen(blind).any() and choice_lines(blind, ["variant"]) == []

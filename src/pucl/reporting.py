@@ -138,10 +138,14 @@ def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFram
 def chosen(table: pd.DataFrame, within: Sequence[str] = ()) -> np.ndarray:
     """bool per row: the row with the highest validation estimate (CHOICE_METRIC; the
     first on a tie) among the rows of each value of `within` (among all rows without),
-    which is how pucl chooses from P and U alone. None chosen where no row has one."""
+    which is how pucl chooses from P and U alone. None chosen where no row has one. A
+    row given the true prior (prior_source `oracle`) is never chosen: a PU user cannot
+    run it, and its estimate reads that true prior."""
     if CHOICE_METRIC not in table or table.empty:
         return np.zeros(len(table), dtype=bool)
     score = table[CHOICE_METRIC].reset_index(drop=True)
+    if "prior_source" in table:
+        score = score.where(table["prior_source"].reset_index(drop=True) != "oracle")
     keys = (table[list(within)].astype(str).agg("|".join, axis=1).reset_index(drop=True)
             if within else pd.Series(0, index=score.index))
     picks = score.dropna().groupby(keys[score.notna()], sort=False).idxmax()
