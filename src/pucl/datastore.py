@@ -21,7 +21,7 @@ import numpy as np
 from pucl.config import Params
 from pucl.data import get_task, load_dataset
 from pucl.data.own import _image_files, _read_images, read_npz
-from pucl.data.split import PUSplit, make_pu_split, validation_rows
+from pucl.data.split import given_pu_split, make_pu_split, unlabeled_rows, validation_rows
 from pucl.data.tracked import (
     BATCHES,
     HOLDOUT,
@@ -194,12 +194,6 @@ def initial_batch(params: Params, source: str, data_root: Path) -> tuple[Batch, 
             Holdout(data.x_test[test], task.binarize(data.y_test[test]).astype(np.int64)))
 
 
-def _pu_rows(params: Params, labelled: np.ndarray) -> PUSplit:
-    """P and U of rows with these labelled positives: under case_control U is every row."""
-    return PUSplit(labeled=labelled, in_u=np.ones_like(labelled)
-                   if params.split.scenario == "case_control" else ~labelled)
-
-
 def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
     """Data with P and U alone: `split.val_fraction` of the labelled positives and of the
     other rows (seeded by base.seed; at least 20 of each) become the holdout. Its prior
@@ -210,7 +204,7 @@ def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
         raise DataError("this data has no labelled test split, so the holdout must be a PU "
                         "holdout cut from it, and split.val_fraction = 0 cuts none (allowed: "
                         "a val_fraction above 0, e.g. 0.1)")
-    split = _pu_rows(params, batch.pu == 1)
+    split = given_pu_split(batch.pu == 1, params.split.scenario)
     held = validation_rows(split, fraction, np.random.default_rng(params.base.seed))
     train = Batch(batch.x[~held], batch.pu[~held], batch.y[~held])
     return train, Holdout(batch.x[held], batch.y[held], batch.pu[held])
@@ -222,8 +216,9 @@ def freeze_prior(params: Params, holdout: Holdout, first: Batch) -> Holdout:
     a labelled holdout as it is."""
     if holdout.pu is None:
         return holdout
-    split = _pu_rows(params, first.pu == 1)
-    prior = estimate_prior(params, first.x[split.in_u], first.x[split.labeled])
+    labelled = first.pu == 1
+    in_u = unlabeled_rows(labelled, params.split.scenario)
+    prior = estimate_prior(params, first.x[in_u], first.x[labelled])
     if prior is None:
         raise DataError(f"prior.method '{params.prior.method}' gives no prior for the PU "
                         "holdout (allowed: an estimator such as tedn, or given with "

@@ -28,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from pucl.classify.heads import rebuild
 from pucl.classify.objectives import TrainingRows
 from pucl.data.inputs import as_model_input
+from pucl.data.split import unlabeled_rows
 from pucl.errors import ParamsError
 from pucl.recipe import Recipe, seed_everything
 from pucl.recipe.classifier import fit_classifiers
@@ -316,7 +317,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"neighbours = {recipe.classifier.neighbours} exceeds the "
                              f"{len(x)} training rows (allowed: 0 to {len(x)})")
         labelled = s == 1
-        in_u = np.ones_like(labelled) if self.scenario == "case_control" else ~labelled
+        in_u = unlabeled_rows(labelled, self.scenario)
         device = resolve_device(self.device)
         with compute_precision(device, self.precision):  # bf16: autocast on CUDA
             # each step as a stage process starts it, so the model is the pipeline's

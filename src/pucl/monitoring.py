@@ -13,6 +13,7 @@ import numpy as np
 from pucl import tracking
 from pucl.config import Params
 from pucl.data.augment import unit_scale
+from pucl.data.split import unlabeled_rows
 from pucl.data.tracked import Batch, batch_files, read_batch
 from pucl.datastore import estimate_prior
 from pucl.pu_metrics import Estimate, drop_alert, estimate_metrics
@@ -59,8 +60,7 @@ def watch_batch(params: Params, root: Path, batch_id: str) -> BatchWatch:
     directory = root / params.paths.dataset
     batches = [read_batch(f) for f in batch_files(directory)]
     batch: Batch = batches[int(batch_id)]
-    in_u = np.ones(len(batch.pu), bool) if params.split.scenario == "case_control" \
-        else batch.pu == 0
+    in_u = unlabeled_rows(batch.pu == 1, params.split.scenario)
     positives = np.concatenate([b.x[b.pu == 1] for b in batches])
     prior = estimate_prior(params, batch.x[in_u], positives)
     store = tracking.open_store(tracking.resolve_tracking_uri(params.tracking.uri, root),

@@ -56,13 +56,20 @@ def _known_mean(y: np.ndarray) -> float:
     return float(y.mean()) if len(y) and (y >= 0).all() else float("nan")
 
 
-def given_pu_split(labeled: np.ndarray, scenario: str) -> PUSplit:
-    """The split of bring-your-own data: its labelled positives as given; U is every other
-    row, plus the labelled ones under case_control."""
+def unlabeled_rows(labeled: np.ndarray, scenario: str) -> np.ndarray:
+    """bool per row: a member of U, given the labelled positives. Under case_control U is
+    every row (the labelled positives too); under single_dataset, the rows not labelled."""
     if scenario not in ("case_control", "single_dataset"):
         raise ValueError(f"scenario must be case_control or single_dataset, got {scenario!r}")
     labeled = np.asarray(labeled, dtype=bool)
-    in_u = np.ones_like(labeled) if scenario == "case_control" else ~labeled
+    return np.ones_like(labeled) if scenario == "case_control" else ~labeled
+
+
+def given_pu_split(labeled: np.ndarray, scenario: str) -> PUSplit:
+    """The split of bring-your-own data: its labelled positives as given; U is every other
+    row, plus the labelled ones under case_control."""
+    labeled = np.asarray(labeled, dtype=bool)
+    in_u = unlabeled_rows(labeled, scenario)
     if not in_u.any():
         raise DataError("the unlabeled set U is empty")
     return PUSplit(labeled=labeled, in_u=in_u)

@@ -28,6 +28,7 @@ import pucl
 from pucl import tracking
 from pucl.config import Params
 from pucl.data import get_task, load_dataset
+from pucl.data.split import unlabeled_rows
 from pucl.data.tracked import Holdout, batch_files, read_batch, read_holdout
 from pucl.datastore import data_identity, estimate_prior, exclusive, holdout_digest
 from pucl.errors import DataError, PuclError
@@ -156,7 +157,7 @@ def score_holdout(scores: np.ndarray, hold: Holdout, metric: str, scenario: str
     labelled = classification_metrics(hold.y, scores)[metric] if hold.labelled else None
     if hold.pu is None:
         return HoldoutScore(labelled, None, None)
-    in_u = np.ones(len(scores), bool) if scenario == "case_control" else hold.pu == 0
+    in_u = unlabeled_rows(hold.pu == 1, scenario)
     est = point_estimates(scores[hold.pu == 1], scores[in_u], hold.prior)
     return HoldoutScore(labelled, est[metric], est["accuracy"])
 
@@ -177,8 +178,7 @@ def arrived_prior(params: Params, root: Path, since_batches: int
     positive = np.concatenate([b.x[b.pu == 1] for b in batches])
     # U as the split defines it, so that the estimate compares with the champion's
     # (case_control: every row; single_dataset: the rows not labelled)
-    in_u = [np.ones(len(b.pu), bool) if params.split.scenario == "case_control" else b.pu == 0
-            for b in batches[since_batches:]]
+    in_u = [unlabeled_rows(b.pu == 1, params.split.scenario) for b in batches[since_batches:]]
     arrived = np.concatenate([b.x[m] for b, m in zip(batches[since_batches:], in_u,
                                                        strict=True)])
     return len(arrived), estimate_prior(params, arrived, positive)
