@@ -1,0 +1,156 @@
+"""Headline rows a user can trust: a preset's variant chosen by the validation estimate
+(P and U alone) on some seeds, then reported on seeds that took no part in the choice.
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/honest_rows.py --preset fmnist-i
+        [--choose 0 1 2] [--report 3 4 5 6 7] [--variants NAME ...] [--set KEY=VALUE ...]
+        [--out reports/fmnist/honest.csv] [--cache DIR]
+
+1. Every candidate variant (the preset's, or --variants; never one given the true
+   prior) runs on each --choose seed.
+2. The variant with the highest mean `val_est_accuracy` over those seeds is chosen, by
+   the rule `pucl bench` uses (pucl.reporting.chosen).
+3. The chosen variant runs on each --report seed. Its test accuracy there is the
+   headline: mean, std, n seeds, minutes per seed.
+
+Each run is a whole pipeline in process with tracking off (no MLflow or Prefect needed,
+so it runs on a bare GPU worker too), in a temporary directory. Variants of one seed
+share pretrained encoders through --cache, so a variant that changes only the head costs
+its head. Every run is one CSV row, written as it ends (role `choose` or `report`); a
+rerun skips the rows already there for the same preset, variant, settings and seed, so
+an interrupted run goes on where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("PUCL_TRACKING", "off")  # before pucl reads it
+
+import pandas as pd  # noqa: E402
+import yaml  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
+from _commit import current_commit  # noqa: E402
+
+KEY = ["preset", "variant", "settings", "seed"]
+
+
+def candidates(preset: str, wanted: list[str] | None) -> dict[str, dict]:
+    """name -> overrides of the variants that may be chosen: those asked for (or all the
+    preset's), less any given the true prior, which a PU user cannot run."""
+    from pucl.reporting import prior_source
+    from pucl.sweep import load_preset, variant_overrides
+
+    spec = load_preset(preset)
+    names = [spec.default if n == "default" else n for n in (wanted or list(spec.variants))]
+    found = dict(variant_overrides(spec, name) for name in names)
+    return {name: o for name, o in found.items()
+            if prior_source({k: str(v) for k, v in o.items()}) != "oracle"}
+
+
+def run_one(overrides: dict, seed: int, cache: Path) -> dict:
+    """One whole pipeline: the metrics a row keeps, and its minutes."""
+    from pucl.stages.runner import resolve_params, run_pipeline
+
+    with tempfile.TemporaryDirectory(prefix="honest-rows-") as tmp:
+        params = resolve_params(ROOT, {**overrides, "base.seed": seed,
+                                       "paths.pretrain_cache": str(cache)})
+        start = time.perf_counter()
+        run_pipeline(params, Path(tmp), f"honest-s{seed}")
+        minutes = (time.perf_counter() - start) / 60
+        metrics = json.loads((Path(tmp) / params.paths.evaluate / "metrics.json").read_text())
+    keep = ("val_est_accuracy", "val_est_accuracy_low", "val_est_accuracy_high",
+            "val_true_accuracy", "accuracy", "prior_estimate", "prior_true")
+    return {**{k: metrics.get(k) for k in keep}, "minutes": minutes}
+
+
+def read_rows(out: Path) -> pd.DataFrame:
+    if not out.exists():
+        return pd.DataFrame(columns=[*KEY, "role"])
+    return pd.read_csv(out, keep_default_na=False, na_values=[""])
+
+
+def measured(rows: pd.DataFrame, preset: str, variant: str, settings: str, seed: int) -> bool:
+    return bool(((rows["preset"] == preset) & (rows["variant"] == variant)
+                 & (rows["settings"] == settings) & (rows["seed"] == seed)).any())
+
+
+def choose(rows: pd.DataFrame, preset: str, settings: str, seeds: list[int],
+           variants: list[str]) -> pd.DataFrame:
+    """Per variant: its mean validation estimate over the choosing seeds, and `chosen`
+    marking the one pucl's rule picks."""
+    from pucl.reporting import chosen
+
+    mine = rows[(rows["preset"] == preset) & (rows["settings"] == settings)
+                & rows["seed"].isin(seeds) & rows["variant"].isin(variants)]
+    table = (mine.groupby("variant", sort=False)
+             .agg(val_est_accuracy=("val_est_accuracy", "mean"),
+                  test_accuracy=("accuracy", "mean"), n=("seed", "count"))
+             .reindex(variants).reset_index())
+    return table.assign(chosen=chosen(table))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", required=True)
+    parser.add_argument("--choose", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--report", type=int, nargs="+", default=[3, 4, 5, 6, 7])
+    parser.add_argument("--variants", nargs="+", default=None,
+                        help="candidates (default: the preset's; 'default' is its default)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="params overrides for every run (values parsed as YAML)")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "fmnist" / "honest.csv")
+    parser.add_argument("--cache", type=Path,
+                        default=Path(tempfile.gettempdir()) / "pucl-honest-cache")
+    args = parser.parse_args()
+    if overlap := set(args.choose) & set(args.report):
+        parser.error(f"--choose and --report share seeds {sorted(overlap)}: a reported seed "
+                     "must take no part in the choice")
+    commit = current_commit()
+    settings = " ".join(args.set) or "default"
+    extra = {key: yaml.safe_load(value) for key, value in
+             (item.split("=", 1) for item in args.set)}
+    variants = candidates(args.preset, args.variants)
+
+    def run(variant: str, seed: int, role: str) -> None:
+        rows = read_rows(args.out)
+        if measured(rows, args.preset, variant, settings, seed):
+            return
+        row = {"preset": args.preset, "variant": variant, "settings": settings, "seed": seed,
+               "role": role, **run_one({**variants[variant], **extra}, seed, args.cache),
+               "commit": commit}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        pd.concat([rows, pd.DataFrame([row])], ignore_index=True).to_csv(
+            args.out, index=False, float_format="%.4f")
+        print(f"{args.preset} {variant} seed {seed} ({role}): val est "
+              f"{row['val_est_accuracy']:.4f}, test {row['accuracy']:.4f}, "
+              f"{row['minutes']:.1f} min", flush=True)
+
+    for seed in args.choose:  # seed by seed: the variants of a seed share its encoders
+        for variant in variants:
+            run(variant, seed, "choose")
+    table = choose(read_rows(args.out), args.preset, settings, args.choose, list(variants))
+    print(table.to_string(index=False))
+    picked = table.loc[table["chosen"], "variant"].tolist()
+    if not picked:
+        raise SystemExit("no variant has a validation estimate: split.val_fraction is 0?")
+    print(f"chosen by the validation estimate on seeds {args.choose}: {picked[0]}")
+    for seed in args.report:
+        run(picked[0], seed, "report")
+    rows = read_rows(args.out)
+    fresh = rows[(rows["preset"] == args.preset) & (rows["variant"] == picked[0])
+                 & (rows["settings"] == settings) & rows["seed"].isin(args.report)]
+    print(f"{picked[0]} on fresh seeds {sorted(fresh['seed'].tolist())}: test accuracy "
+          f"{100 * fresh['accuracy'].mean():.2f} +- {100 * fresh['accuracy'].std(ddof=0):.2f} "
+          f"(n {len(fresh)}), {fresh['minutes'].mean():.1f} min per seed")
+
+
+if __name__ == "__main__":
+    main()
