@@ -76,9 +76,11 @@ def run_case(case: str, overrides: dict, seed: int) -> dict:
 def miss_parts(metrics: dict) -> dict:
     """The estimate's miss in three parts that sum to it: the prior's, the held-out P's
     (its TPR, tpr_p, standing for the TPR on U's positives, tpr_u; pu_metrics.error_parts)
-    and the clipping's (a false-positive rate estimated below 0 is read as 0)."""
+    and the clipping's (a false-positive rate estimated outside [0, 1] is read at its end)."""
     from pucl.pu_metrics import error_parts
 
+    if metrics.get("val_true_tpr") is None:  # a held-out U without positives: no TPR_u
+        return {"prior_part": None, "tpr_part": None, "clip_part": None}
     prior_part, tpr_part = error_parts(metrics["val_prior"], metrics["val_tpr"],
                                        metrics["val_true_prior"], metrics["val_true_tpr"])
     miss = metrics["val_est_accuracy"] - metrics["val_true_accuracy"]

@@ -35,6 +35,8 @@ os.environ.setdefault("PUCL_TRACKING", "off")  # before pucl reads it
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
+from pucl.io import atomic_path  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
 from _commit import current_commit  # noqa: E402
@@ -56,19 +58,25 @@ def candidates(preset: str, wanted: list[str] | None) -> dict[str, dict]:
 
 
 def run_one(overrides: dict, seed: int, cache: Path) -> dict:
-    """One whole pipeline: the metrics a row keeps, and its minutes."""
+    """One whole pipeline: the metrics a row keeps, and its minutes per seed (an encoder
+    taken from the cache counted at what it cost to train, reporting.minutes_per_seed)."""
+    from pucl.reporting import minutes_per_seed
     from pucl.stages.runner import resolve_params, run_pipeline
 
     with tempfile.TemporaryDirectory(prefix="honest-rows-") as tmp:
         params = resolve_params(ROOT, {**overrides, "base.seed": seed,
                                        "paths.pretrain_cache": str(cache)})
         start = time.perf_counter()
-        run_pipeline(params, Path(tmp), f"honest-s{seed}")
+        result = run_pipeline(params, Path(tmp), f"honest-s{seed}")
         minutes = (time.perf_counter() - start) / 60
         metrics = json.loads((Path(tmp) / params.paths.evaluate / "metrics.json").read_text())
+    pretrain = result.stages.get("pretrain", {})
     keep = ("val_est_accuracy", "val_est_accuracy_low", "val_est_accuracy_high",
             "val_true_accuracy", "accuracy", "prior_estimate", "prior_true")
-    return {**{k: metrics.get(k) for k in keep}, "minutes": minutes}
+    return {**{k: metrics.get(k, float("nan")) for k in keep},
+            "minutes": minutes_per_seed(minutes, {
+                "pretrain_reused": pretrain.get("reused", 0.0),
+                "pretrain_seconds": pretrain.get("train_seconds", 0.0)})}
 
 
 def read_rows(out: Path) -> pd.DataFrame:
@@ -126,9 +134,9 @@ def main() -> None:
         row = {"preset": args.preset, "variant": variant, "settings": settings, "seed": seed,
                "role": role, **run_one({**variants[variant], **extra}, seed, args.cache),
                "commit": commit}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        pd.concat([rows, pd.DataFrame([row])], ignore_index=True).to_csv(
-            args.out, index=False, float_format="%.4f")
+        with atomic_path(args.out) as tmp:  # a kill mid-write loses no row
+            pd.concat([rows, pd.DataFrame([row])], ignore_index=True).to_csv(
+                tmp, index=False, float_format="%.4f")
         print(f"{args.preset} {variant} seed {seed} ({role}): val est "
               f"{row['val_est_accuracy']:.4f}, test {row['accuracy']:.4f}, "
               f"{row['minutes']:.1f} min", flush=True)
@@ -140,11 +148,16 @@ def main() -> None:
     print(table.to_string(index=False))
     picked = table.loc[table["chosen"], "variant"].tolist()
     if not picked:
-        raise SystemExit("no variant has a validation estimate: split.val_fraction is 0?")
+        raise SystemExit(f"no candidate of {args.preset} has a validation estimate (variants "
+                         f"{list(variants) or 'none'} without the true prior; "
+                         "split.val_fraction above 0)")
     print(f"chosen by the validation estimate on seeds {args.choose}: {picked[0]}")
     for seed in args.report:
         run(picked[0], seed, "report")
     rows = read_rows(args.out)
+    mine = rows[(rows["preset"] == args.preset) & (rows["settings"] == settings)]
+    if mine["commit"].nunique() > 1:  # resumed across commits: say so, the rows stay
+        print(f"note: these rows were measured at commits {sorted(mine['commit'].unique())}")
     fresh = rows[(rows["preset"] == args.preset) & (rows["variant"] == picked[0])
                  & (rows["settings"] == settings) & rows["seed"].isin(args.report)]
     print(f"{picked[0]} on fresh seeds {sorted(fresh['seed'].tolist())}: test accuracy "

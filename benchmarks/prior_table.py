@@ -102,7 +102,7 @@ def main() -> None:
     commit = current_commit()  # the code the runs read, whatever changes while they run
     extra = {key: yaml.safe_load(value) for key, value in
              (item.split("=", 1) for item in args.set)}
-    runs = []
+    runs, table = [], None
     for case in args.cases:
         overrides = {**CASES[case], **extra}
         for seed in args.seeds:
@@ -113,7 +113,8 @@ def main() -> None:
                 print(f"{case} seed {seed} {estimator}: {last['estimate']:.3f} "
                       f"(true {last['prior_true']:.3f}) in {last['seconds']:.1f} s", flush=True)
                 table = write_tables(pd.DataFrame(runs), args.out, commit)  # kept if stopped later
-    print(table.to_string(index=False))
+    if table is not None:
+        print(table.to_string(index=False))
 
 
 if __name__ == "__main__":

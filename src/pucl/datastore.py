@@ -212,13 +212,13 @@ def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
 
 def freeze_prior(params: Params, holdout: Holdout, first: Batch) -> Holdout:
     """A PU holdout with U's prior estimated by prior.method on the first batch, the
-    training rows tracked with it (more rows than the holdout has, from the same draw);
-    a labelled holdout as it is."""
+    training rows tracked with it (from the same draw as the holdout); a labelled
+    holdout as it is. Too few rows for the estimator: its DataError, as it says."""
     if holdout.pu is None:
         return holdout
     labelled = first.pu == 1
     in_u = unlabeled_rows(labelled, params.split.scenario)
-    prior = estimate_prior(params, first.x[in_u], first.x[labelled])
+    prior = estimate_prior(params, first.x[in_u], first.x[labelled], strict=True)
     if prior is None:
         raise DataError(f"prior.method '{params.prior.method}' gives no prior for the PU "
                         "holdout (allowed: an estimator such as tedn, or given with "
@@ -233,27 +233,31 @@ def reestimate_holdout_prior(params: Params, root: Path, directory: Path
     holdout's rows did not). Returns (the prior before, after, the new data version).
     Only the prior changes: the holdout's rows and every batch stay as they are, and DVC
     keeps the old version."""
+    holdout = read_holdout(directory)
+    if holdout.prior is None:
+        raise DataError(f"the holdout of {directory} is labelled: it has no frozen prior "
+                        "to estimate again (a PU holdout has one: pucl data init from an "
+                        "npz with x and pu alone)")
+    # the holdout's rows and the first batch never change once written, so the estimate
+    # (minutes, for a network) runs outside the lock, and `pucl data add` can go on
+    first = read_batch(batch_files(directory)[0], like=holdout.x)
+    after = freeze_prior(params, holdout, first).prior
     with exclusive(_lock(directory), "change of the dataset"):
-        holdout = read_holdout(directory)
-        if holdout.prior is None:
-            raise DataError(f"the holdout of {directory} is labelled: it has no frozen prior "
-                            "to estimate again (a PU holdout has one: pucl data init from "
-                            "an npz with x and pu alone)")
-        first = read_batch(batch_files(directory)[0], like=holdout.x)
-        after = freeze_prior(params, holdout, first).prior
         target = directory / HOLDOUT
         arrays = read_npz(target)  # as stored, so that only the prior changes
         before = float(arrays["prior"])
         arrays["prior"] = np.float64(after)
-        backup = target.with_name(f".{HOLDOUT}.before")
-        shutil.copy2(target, backup)
+        # the file and its DVC record go back together if DVC cannot record the change
+        kept = {path: path.read_bytes() for path in (target, target.with_name(f"{HOLDOUT}.dvc"))
+                if path.exists()}
         try:
             write_npz(target, arrays)
             _dvc_add(root, [target])
-        except BaseException:  # as before: the old prior and its DVC record
-            backup.replace(target)
+        except BaseException:
+            for path, content in kept.items():
+                with atomic_path(path) as tmp:
+                    tmp.write_bytes(content)
             raise
-        backup.unlink()
         return before, after, current_version(directory)
 
 
@@ -262,11 +266,11 @@ def reestimate_holdout_prior(params: Params, root: Path, directory: Path
 PRIOR_MARGIN = 1e-3
 
 
-def estimate_prior(params: Params, unlabeled: np.ndarray, positives: np.ndarray
-                   ) -> float | None:
+def estimate_prior(params: Params, unlabeled: np.ndarray, positives: np.ndarray,
+                   strict: bool = False) -> float | None:
     """U's class prior by prior.method (prior.value for `given`), seeded by base.seed and
     kept within PRIOR_MARGIN of (0, 1); None when the method is no estimator (oracle) or
-    the rows are too few for it."""
+    the rows are too few for it (`strict`: then the estimator's DataError instead)."""
     from pucl.prior import PRIOR_ESTIMATORS
     from pucl.recipe import Recipe
     from pucl.recipe.prior import estimate_prior as recipe_prior
@@ -279,6 +283,8 @@ def estimate_prior(params: Params, unlabeled: np.ndarray, positives: np.ndarray
     try:
         prior = recipe_prior(Recipe.of(params), unlabeled, positives)[0]
     except DataError:  # too few rows for this estimator
+        if strict:
+            raise
         return None
     return min(max(prior, PRIOR_MARGIN), 1.0 - PRIOR_MARGIN)
 

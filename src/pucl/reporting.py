@@ -124,8 +124,10 @@ def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFram
     ordered = [c for m in [*gamma, *metrics] for c in (m, f"{m}_std") if c in table]
     extra = []
     if "prior_source" in frame:
+        # a group with any run given the true prior is an oracle group (never chosen)
         table["prior_source"] = grouped["prior_source"].agg(
-            lambda s: s.iloc[0] if s.nunique() == 1 else "mixed")
+            lambda s: s.iloc[0] if s.nunique() == 1 else
+            "oracle" if (s == "oracle").any() else "mixed")
         extra.append("prior_source")
     if "minutes_per_seed" in frame:
         table["minutes_per_seed"] = grouped["minutes_per_seed"].mean()

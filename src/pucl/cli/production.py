@@ -122,8 +122,7 @@ def data_reestimate_prior(set_: SetOption = None) -> None:
                    "prior.method": params.prior.method},
                   {"holdout_prior": after})
     out.print(f"holdout prior of {directory}: {before:.4f} -> {after:.4f} "
-              f"({params.prior.method}); version {version.digest[:12]} "
-              f"(DVC {version.dvc_md5})")
+              f"({params.prior.method}); version {version.digest[:12]}")
 
 
 @data_app.command("add")

@@ -387,19 +387,19 @@ class HeldOutEstimator(PriorEstimator):
                               self.progress, self.cvir, self.device)
 
     def _estimate(self, U: np.ndarray, P: np.ndarray) -> tuple[float, dict]:
+        settings = self.heldout_settings()  # refuses bad settings (restarts < 1) first
         runs = []
-        for state in restart_states(self.random_state, self.restarts):
+        for state in restart_states(self.random_state, settings.restarts):
             scores = self._scores(U, P, state)
             prior, details = self._from_scores(scores)
-            runs.append((prior, {**scores.describe(), **details}))
+            runs.append({"prior": prior, **scores.describe(), **details})
         if len(runs) == 1:
-            return runs[0]
-        # the first restart's details as the run's, every restart's estimates beside them
-        estimates = [{"prior": prior, **{k: v for k, v in details.items()
-                                         if k in self.averaged_details}}
-                     for prior, details in runs]
-        mean = {k: float(np.mean([e[k] for e in estimates])) for k in estimates[0]}
-        return mean.pop("prior"), {**runs[0][1], **mean, "restart_estimates": estimates}
+            return runs[0].pop("prior"), runs[0]
+        # the averaged estimates at the top; every other detail belongs to one restart,
+        # so it stays in that restart's entry
+        mean = {k: float(np.mean([run[k] for run in runs]))
+                for k in ("prior", *self.averaged_details)}
+        return mean.pop("prior"), {**mean, "restarts": len(runs), "restart_estimates": runs}
 
     def _from_scores(self, scores: HeldOutScores) -> tuple[float, dict]:
         raise NotImplementedError
