@@ -17,11 +17,8 @@ truth, per case and settings.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("PUCL_TRACKING", "off")  # before pucl reads it
@@ -32,6 +29,7 @@ import yaml  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
 from _commit import current_commit, with_commit  # noqa: E402
+from _pipeline import run_once  # noqa: E402
 
 # case: (preset whose default variant it runs, or None for params.yaml as it is)
 CASES = {"mnist5k": None, "fmnist-i": "fmnist-i", "fmnist-ii": "fmnist-ii"}
@@ -48,16 +46,8 @@ def case_overrides(case: str) -> dict:
 
 
 def run_case(case: str, overrides: dict, seed: int) -> dict:
-    from pucl.stages.runner import resolve_params, run_pipeline
-
-    with tempfile.TemporaryDirectory(prefix="evaluation-table-") as tmp:
-        params = resolve_params(ROOT, {**overrides, "base.seed": seed,
-                                       "paths.pretrain_cache": None})
-        start = time.perf_counter()
-        run_pipeline(params, Path(tmp), f"evaluation-{case}-s{seed}")
-        minutes = (time.perf_counter() - start) / 60
-        metrics = json.loads((Path(tmp) / params.paths.evaluate / "metrics.json").read_text())
-        summary = json.loads((Path(tmp) / params.paths.split / "summary.json").read_text())
+    run = run_once(overrides, seed, f"evaluation-{case}")
+    metrics, summary, minutes = run.metrics, run.split, run.minutes
     return {"task": case, "seed": seed, "prior_true": metrics["prior_true"],
             "prior_est": metrics["prior_estimate"],
             "prior_val_true": summary["prior_val_true"],  # of the rows the truth reads

@@ -23,11 +23,9 @@ an interrupted run goes on where it stopped.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("PUCL_TRACKING", "off")  # before pucl reads it
@@ -40,6 +38,7 @@ from pucl.io import atomic_path  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
 from _commit import current_commit  # noqa: E402
+from _pipeline import run_once  # noqa: E402
 
 KEY = ["preset", "variant", "settings", "seed"]
 
@@ -61,16 +60,9 @@ def run_one(overrides: dict, seed: int, cache: Path) -> dict:
     """One whole pipeline: the metrics a row keeps, and its minutes per seed (an encoder
     taken from the cache counted at what it cost to train, reporting.minutes_per_seed)."""
     from pucl.reporting import minutes_per_seed
-    from pucl.stages.runner import resolve_params, run_pipeline
 
-    with tempfile.TemporaryDirectory(prefix="honest-rows-") as tmp:
-        params = resolve_params(ROOT, {**overrides, "base.seed": seed,
-                                       "paths.pretrain_cache": str(cache)})
-        start = time.perf_counter()
-        result = run_pipeline(params, Path(tmp), f"honest-s{seed}")
-        minutes = (time.perf_counter() - start) / 60
-        metrics = json.loads((Path(tmp) / params.paths.evaluate / "metrics.json").read_text())
-    pretrain = result.stages.get("pretrain", {})
+    run = run_once(overrides, seed, "honest-rows", cache)
+    metrics, minutes, pretrain = run.metrics, run.minutes, run.stages.get("pretrain", {})
     keep = ("val_est_accuracy", "val_est_accuracy_low", "val_est_accuracy_high",
             "val_true_accuracy", "accuracy", "prior_estimate", "prior_true")
     return {**{k: metrics.get(k, float("nan")) for k in keep},
