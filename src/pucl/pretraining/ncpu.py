@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from pydantic import Field
+from torch import nn
 
 from pucl.classify.heads import describe
 from pucl.losses.noncontrastive import noisncl_loss
@@ -164,6 +165,24 @@ def momentum_update(target: torch.nn.Module, online: torch.nn.Module, ema: float
         t_buf.copy_(o_buf)
 
 
+def _frozen_copy(module: nn.Module, device: torch.device) -> nn.Module:
+    """The momentum target: a copy on `device` that no optimiser step touches."""
+    target = copy.deepcopy(module).to(device)
+    for param in target.parameters():
+        param.requires_grad_(False)
+    return target
+
+
+def _initial_state(labeled: torch.Tensor, proj_dim: int, generator: torch.Generator) -> dict:
+    """Algorithm 1's running state on the host: random unit prototypes, and targets s (eq.
+    11) and s' starting at positive for the labelled rows, negative for the rest."""
+    targets = torch.where(labeled.view(-1, 1), torch.tensor([1.0, 0.0]),
+                          torch.tensor([0.0, 1.0]))
+    prototypes = torch.randn(2, proj_dim, generator=generator, device=generator.device)
+    return {"prototypes": F.normalize(prototypes.cpu(), dim=1), "targets": targets,
+            "s_prime": targets.clone()}
+
+
 def train_ncpu(
     network: NcPUNetwork,
     images: torch.Tensor,
@@ -176,27 +195,17 @@ def train_ncpu(
     on_epoch=None,
     progress: bool = True,
 ) -> list[EpochStats]:
-    """NcPU on uint8 images [n, ...] with labelled positives `is_labeled` [n], in the
-    shared epoch loop (same checkpoint contract as `train_contrastive`). The images live
-    on the device; the per-sample prototype and target updates (Algorithm 1) stay on the
-    host, so each step reads its batch back."""
-    n = len(images)
-    batch = full_batch_size(n, settings.batch_size)
+    """NcPU on uint8 images [n, ...] with labelled positives `is_labeled` [n], in the shared
+    epoch loop (`train_contrastive`'s checkpoint contract). Images live on the device; the
+    prototype and target updates (Algorithm 1) stay on the host: each step reads back."""
+    batch = full_batch_size(len(images), settings.batch_size)
     images, labeled_on_device = on_device(device, generator, images, is_labeled.bool())
     network.to(device)
-    target = copy.deepcopy(network.model).to(device)  # encoder + projector, no predictor
-    for param in target.parameters():
-        param.requires_grad_(False)
+    target = _frozen_copy(network.model, device)  # encoder + projector, no predictor
     loop = TrainingLoop(network.parameters(), settings.epochs, settings.lr,
                         settings.weight_decay, modules=(network, target), desc="ncpu")
-    proj_dim = network.predictor.net[-1].out_features
     labeled_all = is_labeled.bool()
-    positive = torch.tensor([1.0, 0.0])
-    negative = torch.tensor([0.0, 1.0])
-    targets0 = torch.where(labeled_all.view(-1, 1), positive, negative)  # s, eq. 11 init
-    run = {"prototypes": F.normalize(torch.randn(2, proj_dim, generator=generator,
-                                                 device=generator.device).cpu(), dim=1),
-           "targets": targets0, "s_prime": targets0.clone()}
+    run = _initial_state(labeled_all, network.predictor.net[-1].out_features, generator)
     sat = SelfAdaptiveThreshold(settings.gamma)
 
     def step(epoch: int, idx: torch.Tensor) -> float:
@@ -240,7 +249,7 @@ def train_ncpu(
         run.update({key: resume[key] for key in ("prototypes", "targets", "s_prime")})
         sat.global_level, sat.class_level = resume["sat"][0], list(resume["sat"][1])
 
-    return loop.run(n, batch, generator, step, state, load_state, resume=resume,
+    return loop.run(len(images), batch, generator, step, state, load_state, resume=resume,
                     on_epoch=on_epoch, progress=progress,
                     postfix=lambda stats: {"loss": f"{stats.loss:.4f}",
                                            "tau": f"{sat.tau:.3f}"})
