@@ -18,6 +18,12 @@ def test_dvc_yaml_has_exactly_the_pipeline_stages_in_order():
     assert list(SPEC) == list(STAGES)
 
 
+def test_dvc_lock_records_no_retired_stage():
+    # dvc keeps a removed stage's lock entry; one left behind misleads whoever reads the lock
+    locked = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    assert set(locked) <= set(STAGES), f"stale entries {sorted(set(locked) - set(STAGES))}"
+
+
 @pytest.mark.parametrize("name", STAGES)
 def test_code_deps_are_exactly_the_imported_modules(name):
     declared = {d for d in SPEC[name]["deps"] if "${" not in d}
