@@ -242,6 +242,35 @@ def test_pretraining_fingerprint_follows_the_training_inputs_content(project):
     assert fingerprint(ctx, manifest, None, images) != fingerprint(ctx, manifest, None, edited)
 
 
+def test_pretraining_fingerprint_follows_the_device_and_precision(project, monkeypatch):
+    """An encoder trained on CUDA or in bf16 is not the CPU's fp32 one: neither is reused
+    or resumed by a run on the other; auto is whichever device it resolves to."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    import torch
+
+    from pucl.config import load_params
+    from pucl.stages.pretrain import fingerprint
+
+    manifest = pd.DataFrame({"index": [0], "split": "train", "pu": [1], "in_u": [True],
+                             "y": [1]})
+    images = torch.zeros(1, 1, 28, 28, dtype=torch.uint8)
+
+    def printed(**base) -> str:
+        params = load_params(project / "params.yaml")
+        params = params.model_copy(update={"base": params.base.model_copy(update=base)})
+        return fingerprint(SimpleNamespace(params=params), manifest, None, images)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cpu = printed(device="cpu", precision="fp32")
+    assert printed(device="auto", precision="fp32") == cpu
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    cuda = printed(device="cuda", precision="fp32")
+    assert len({cpu, cuda, printed(device="cuda", precision="bf16")}) == 3
+    assert printed(device="auto", precision="fp32") == cuda
+
+
 def test_pretraining_members_are_the_single_runs_of_their_seeds(project, tracking_uri):
     """pretrain.members = 2 trains the encoder of base.seed and the one a single run with
     pretrain.seed = base.seed + 1 trains, bit for bit; the second of them comes from the
