@@ -33,7 +33,10 @@ os.environ.setdefault("PUCL_TRACKING", "off")  # before pucl reads it
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
+from tqdm.auto import tqdm  # noqa: E402
+
 from pucl.io import atomic_path  # noqa: E402
+from pucl.progress import listening  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
@@ -118,34 +121,47 @@ def main() -> None:
     extra = {key: yaml.safe_load(value) for key, value in
              (item.split("=", 1) for item in args.set)}
     variants = candidates(args.preset, args.variants)
+    # one bar over every run; its label says which run, stage and epoch is under way
+    bar = tqdm(total=len(args.choose) * len(variants) + len(args.report), unit="run",
+               desc=args.preset, mininterval=5)
 
     def run(variant: str, seed: int, role: str) -> None:
         rows = read_rows(args.out)
         if measured(rows, args.preset, variant, settings, seed):
+            bar.update()
             return
+        where = f"{variant} seed {seed}"
+
+        def show(event: dict) -> None:
+            step = (f"{event['step']} {event['done']}/{event['total']}" if "step" in event
+                    else event.get("stage", ""))
+            bar.set_postfix_str(f"{where}: {step}", refresh=False)
+
+        with listening(show):
+            measures = run_one({**variants[variant], **extra}, seed, args.cache)
         row = {"preset": args.preset, "variant": variant, "settings": settings, "seed": seed,
-               "role": role, **run_one({**variants[variant], **extra}, seed, args.cache),
-               "commit": commit}
+               "role": role, **measures, "commit": commit}
         with atomic_path(args.out) as tmp:  # a kill mid-write loses no row
             pd.concat([rows, pd.DataFrame([row])], ignore_index=True).to_csv(
                 tmp, index=False, float_format="%.4f")
-        print(f"{args.preset} {variant} seed {seed} ({role}): val est "
-              f"{row['val_est_accuracy']:.4f}, test {row['accuracy']:.4f}, "
-              f"{row['minutes']:.1f} min", flush=True)
+        bar.update()
+        bar.write(f"{args.preset} {where} ({role}): val est {row['val_est_accuracy']:.4f}, "
+                  f"test {row['accuracy']:.4f}, {row['minutes']:.1f} min")
 
     for seed in args.choose:  # seed by seed: the variants of a seed share its encoders
         for variant in variants:
             run(variant, seed, "choose")
     table = choose(read_rows(args.out), args.preset, settings, args.choose, list(variants))
-    print(table.to_string(index=False))
+    bar.write(table.to_string(index=False))
     picked = table.loc[table["chosen"], "variant"].tolist()
     if not picked:
         raise SystemExit(f"no candidate of {args.preset} has a validation estimate (variants "
                          f"{list(variants) or 'none'} without the true prior; "
                          "split.val_fraction above 0)")
-    print(f"chosen by the validation estimate on seeds {args.choose}: {picked[0]}")
+    bar.write(f"chosen by the validation estimate on seeds {args.choose}: {picked[0]}")
     for seed in args.report:
         run(picked[0], seed, "report")
+    bar.close()
     rows = read_rows(args.out)
     mine = rows[(rows["preset"] == args.preset) & (rows["settings"] == settings)]
     if mine["commit"].nunique() > 1:  # resumed across commits: say so, the rows stay
