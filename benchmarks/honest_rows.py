@@ -17,7 +17,9 @@ so it runs on a bare GPU worker too), in a temporary directory. Variants of one 
 share pretrained encoders through --cache, so a variant that changes only the head costs
 its head. Every run is one CSV row, written as it ends (role `choose` or `report`); a
 rerun skips the rows already there for the same preset, variant, settings and seed, so
-an interrupted run goes on where it stopped.
+an interrupted run goes on where it stopped. When the reported seeds are done,
+`<out>_summary.csv` is rewritten from the rows: one line per preset and settings (the
+chosen variant, its mean, std, n, minutes per seed, and its estimate's miss).
 """
 
 from __future__ import annotations
@@ -74,6 +76,11 @@ def run_one(overrides: dict, seed: int, cache: Path) -> dict:
                 "pretrain_seconds": pretrain.get("train_seconds", 0.0)})}
 
 
+def summary_path(out: Path) -> Path:
+    """Where the one-row-per-headline table derived from `out` goes."""
+    return out.with_name(f"{out.stem}_summary.csv")
+
+
 def read_rows(out: Path) -> pd.DataFrame:
     if not out.exists():
         return pd.DataFrame(columns=[*KEY, "role"])
@@ -98,6 +105,33 @@ def choose(rows: pd.DataFrame, preset: str, settings: str, seeds: list[int],
                   test_accuracy=("accuracy", "mean"), n=("seed", "count"))
              .reindex(variants).reset_index())
     return table.assign(chosen=chosen(table))
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per preset and settings that has reported seeds: the chosen variant, its
+    test accuracy on the reported seeds (mean, std, n, minutes per seed), and how its
+    validation estimate fared against the validation rows' hidden labels on every seed
+    it ran (mean absolute miss, intervals holding the truth)."""
+    out = []
+    for (preset, settings), group in rows.groupby(["preset", "settings"], sort=False):
+        report = group[group["role"] == "report"]
+        if report.empty:
+            continue
+        variant = report["variant"].iloc[0]
+        runs = group[group["variant"] == variant]
+        held = ((runs["val_est_accuracy_low"] <= runs["val_true_accuracy"])
+                & (runs["val_true_accuracy"] <= runs["val_est_accuracy_high"]))
+        out.append({
+            "preset": preset, "variant": variant, "settings": settings,
+            "choose_seeds": " ".join(map(str, sorted(group.loc[group["role"] == "choose",
+                                                              "seed"].unique()))),
+            "report_seeds": " ".join(map(str, sorted(report["seed"]))),
+            "accuracy": report["accuracy"].mean(), "accuracy_std": report["accuracy"].std(ddof=0),
+            "n": len(report), "minutes_per_seed": report["minutes"].mean(),
+            "est_abs_miss": (runs["val_est_accuracy"] - runs["val_true_accuracy"]).abs().mean(),
+            "est_intervals_held": f"{int(held.sum())}/{len(runs)}",
+            "commit": " ".join(sorted(group["commit"].astype(str).unique()))})
+    return pd.DataFrame(out)
 
 
 def main() -> None:
@@ -163,6 +197,8 @@ def main() -> None:
         run(picked[0], seed, "report")
     bar.close()
     rows = read_rows(args.out)
+    with atomic_path(summary_path(args.out)) as tmp:
+        summarise(rows).to_csv(tmp, index=False, float_format="%.4f")
     mine = rows[(rows["preset"] == args.preset) & (rows["settings"] == settings)]
     if mine["commit"].nunique() > 1:  # resumed across commits: say so, the rows stay
         print(f"note: these rows were measured at commits {sorted(mine['commit'].unique())}")
