@@ -169,7 +169,7 @@ def main() -> None:
         def show(event: dict) -> None:
             step = (f"{event['step']} {event['done']}/{event['total']}" if "step" in event
                     else event.get("stage", ""))
-            bar.set_postfix_str(f"{where}: {step}", refresh=False)
+            bar.set_postfix_str(f"{where}: {step}")  # redrawn at each stage and epoch
 
         with listening(show):
             measures = run_one({**variants[variant], **extra}, seed, args.cache)
