@@ -1,13 +1,18 @@
 """One whole pipeline in process, in a temporary directory, for the measurement scripts
-(evaluation_table, honest_rows): what it wrote that they read, and its minutes."""
+(evaluation_table, honest_rows): what it wrote that they read, and its minutes; and a
+progress bar over a script's pipelines."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from tqdm.auto import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,3 +42,37 @@ def run_once(overrides: dict, seed: int, name: str, cache: Path | None = None) -
 
         return PipelineRun(read("evaluate", "metrics.json"), read("split", "summary.json"),
                            result.stages, minutes)
+
+
+class RunsBar:
+    """One bar over a script's whole pipelines (they run for minutes each): its label
+    says which run, stage and epoch is under way, redrawn as each moves; the scripts'
+    lines go through `write` so they do not break it."""
+
+    def __init__(self, total: int, desc: str):
+        self.bar = tqdm(total=total, unit="run", desc=desc)
+
+    @contextlib.contextmanager
+    def running(self, label: str) -> Iterator[None]:
+        """Label the bar with each stage and epoch that `label`'s pipeline reports, and
+        count the run as done when the block ends."""
+        from pucl.progress import listening
+
+        def show(event: dict) -> None:
+            step = (f"{event['step']} {event['done']}/{event['total']}" if "step" in event
+                    else event.get("stage", ""))
+            self.bar.set_postfix_str(f"{label}: {step}")
+
+        with listening(show):
+            yield
+        self.bar.update()
+
+    def skip(self) -> None:
+        """A run measured before (a resumed script): counted, not run."""
+        self.bar.update()
+
+    def write(self, text: str) -> None:
+        self.bar.write(text)
+
+    def close(self) -> None:
+        self.bar.close()

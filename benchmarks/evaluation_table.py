@@ -29,7 +29,7 @@ import yaml  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
 from _commit import current_commit, with_commit  # noqa: E402
-from _pipeline import run_once  # noqa: E402
+from _pipeline import RunsBar, run_once  # noqa: E402
 
 # case: (preset whose default variant it runs, or None for params.yaml as it is)
 CASES = {"mnist5k": None, "fmnist-i": "fmnist-i", "fmnist-ii": "fmnist-ii"}
@@ -105,15 +105,18 @@ def main() -> None:
     commit = current_commit()  # the code the runs read, whatever changes while they run
     extra = {key: yaml.safe_load(value) for key, value in
              (item.split("=", 1) for item in args.set)}
+    bar = RunsBar(len(args.cases) * len(args.seeds), "evaluation")
     for case in args.cases:
         for seed in args.seeds:
-            row = {**run_case(case, {**case_overrides(case), **extra}, seed),
-                   "settings": " ".join(args.set) or "default"}
+            with bar.running(f"{case} seed {seed}"):
+                row = {**run_case(case, {**case_overrides(case), **extra}, seed),
+                       "settings": " ".join(args.set) or "default"}
             frame = merge(pd.DataFrame([row]), args.out, commit)  # kept if a later one fails
-            print(f"{case} seed {seed}: estimated {row['est_accuracy']:.4f} "
-                  f"[{row['est_low']:.4f}, {row['est_high']:.4f}], true "
-                  f"{row['true_accuracy']:.4f}, prior {row['prior_est']:.3f} "
-                  f"(true {row['prior_true']:.3f}), {row['minutes']:.1f} min", flush=True)
+            bar.write(f"{case} seed {seed}: estimated {row['est_accuracy']:.4f} "
+                      f"[{row['est_low']:.4f}, {row['est_high']:.4f}], true "
+                      f"{row['true_accuracy']:.4f}, prior {row['prior_est']:.3f} "
+                      f"(true {row['prior_true']:.3f}), {row['minutes']:.1f} min")
+    bar.close()
     summary = frame.groupby(["task", "settings"]).agg(runs=("seed", "count"),
                                         mean_abs_difference=("abs_difference", "mean"),
                                         intervals_holding=("held", "sum"))

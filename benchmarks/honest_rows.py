@@ -35,15 +35,12 @@ os.environ.setdefault("PUCL_TRACKING", "off")  # before pucl reads it
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
-from tqdm.auto import tqdm  # noqa: E402
-
 from pucl.io import atomic_path  # noqa: E402
-from pucl.progress import listening  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
 from _commit import current_commit  # noqa: E402
-from _pipeline import run_once  # noqa: E402
+from _pipeline import RunsBar, run_once  # noqa: E402
 
 KEY = ["preset", "variant", "settings", "seed"]
 
@@ -155,30 +152,21 @@ def main() -> None:
     extra = {key: yaml.safe_load(value) for key, value in
              (item.split("=", 1) for item in args.set)}
     variants = candidates(args.preset, args.variants)
-    # one bar over every run; its label says which run, stage and epoch is under way
-    bar = tqdm(total=len(args.choose) * len(variants) + len(args.report), unit="run",
-               desc=args.preset, mininterval=5)
+    bar = RunsBar(len(args.choose) * len(variants) + len(args.report), args.preset)
 
     def run(variant: str, seed: int, role: str) -> None:
         rows = read_rows(args.out)
         if measured(rows, args.preset, variant, settings, seed):
-            bar.update()
+            bar.skip()
             return
         where = f"{variant} seed {seed}"
-
-        def show(event: dict) -> None:
-            step = (f"{event['step']} {event['done']}/{event['total']}" if "step" in event
-                    else event.get("stage", ""))
-            bar.set_postfix_str(f"{where}: {step}")  # redrawn at each stage and epoch
-
-        with listening(show):
+        with bar.running(where):
             measures = run_one({**variants[variant], **extra}, seed, args.cache)
         row = {"preset": args.preset, "variant": variant, "settings": settings, "seed": seed,
                "role": role, **measures, "commit": commit}
         with atomic_path(args.out) as tmp:  # a kill mid-write loses no row
             pd.concat([rows, pd.DataFrame([row])], ignore_index=True).to_csv(
                 tmp, index=False, float_format="%.4f")
-        bar.update()
         bar.write(f"{args.preset} {where} ({role}): val est {row['val_est_accuracy']:.4f}, "
                   f"test {row['accuracy']:.4f}, {row['minutes']:.1f} min")
 

@@ -1,0 +1,68 @@
+"""benchmarks/honest_rows.py's bookkeeping, on hand-made rows (no pipeline runs): the
+choice reads the validation estimate and never the test accuracy, and the summary
+reports only seeds that took no part in the choice."""
+
+from __future__ import annotations
+
+import importlib
+
+import pandas as pd
+import pytest
+
+
+@pytest.fixture
+def honest(monkeypatch):
+    # the script defaults PUCL_TRACKING to off on import: keep that inside this test
+    monkeypatch.setenv("PUCL_TRACKING", "off")
+    return importlib.import_module("benchmarks.honest_rows")
+
+
+def row(variant: str, seed: int, role: str, val_est: float, test: float, truth: float,
+        low: float | None = None, high: float | None = None, minutes: float = 10.0) -> dict:
+    return {"preset": "p", "variant": variant, "settings": "default", "seed": seed,
+            "role": role, "val_est_accuracy": val_est,
+            "val_est_accuracy_low": val_est - 0.05 if low is None else low,
+            "val_est_accuracy_high": val_est + 0.05 if high is None else high,
+            "val_true_accuracy": truth, "accuracy": test, "minutes": minutes,
+            "commit": "abc"}
+
+
+def test_the_choice_follows_the_validation_estimate_not_the_test_accuracy(honest):
+    # b wins on test accuracy on every seed, a on the validation estimate
+    rows = pd.DataFrame([row("a", s, "choose", 0.90, 0.80, 0.9) for s in (0, 1)]
+                        + [row("b", s, "choose", 0.85, 0.95, 0.9) for s in (0, 1)]
+                        + [row("a", 2, "choose", 0.10, 0.10, 0.1)])  # seed 2 chooses nothing
+    table = honest.choose(rows, "p", "default", [0, 1], ["a", "b"])
+    assert table.set_index("variant")["chosen"].to_dict() == {"a": True, "b": False}
+    assert table.set_index("variant")["n"].to_dict() == {"a": 2, "b": 2}
+
+
+def test_the_summary_reports_the_fresh_seeds_of_the_chosen_variant(honest):
+    rows = pd.DataFrame([
+        row("a", 0, "choose", 0.90, 0.50, 0.92),
+        row("b", 0, "choose", 0.80, 0.99, 0.80),  # not chosen: not in the summary
+        row("a", 3, "report", 0.95, 0.90, 0.92, minutes=8.0),
+        # its interval misses the truth
+        row("a", 4, "report", 0.80, 0.94, 0.92, low=0.75, high=0.85, minutes=12.0)])
+    summary = honest.summarise(rows)
+    assert len(summary) == 1
+    got = summary.iloc[0]
+    assert (got["variant"], got["choose_seeds"], got["report_seeds"]) == ("a", "0", "3 4")
+    assert got["accuracy"] == pytest.approx(0.92)  # seeds 3 and 4 only
+    assert got["accuracy_std"] == pytest.approx(0.02)
+    assert (got["n"], got["minutes_per_seed"]) == (2, pytest.approx(10.0))
+    assert got["est_abs_miss"] == pytest.approx((0.02 + 0.03 + 0.12) / 3)
+    assert got["est_intervals_held"] == "2/3"
+
+
+def test_a_preset_without_reported_seeds_has_no_summary_row(honest):
+    rows = pd.DataFrame([row("a", 0, "choose", 0.9, 0.9, 0.9)])
+    assert honest.summarise(rows).empty
+
+
+def test_a_resumed_run_skips_only_what_was_measured_with_the_same_settings(honest):
+    rows = pd.DataFrame([row("a", 0, "choose", 0.9, 0.9, 0.9)])
+    assert honest.measured(rows, "p", "a", "default", 0)
+    assert not honest.measured(rows, "p", "a", "default", 1)
+    assert not honest.measured(rows, "p", "a", "split.val_fraction=0.2", 0)
+    assert not honest.measured(rows, "q", "a", "default", 0)
