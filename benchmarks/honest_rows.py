@@ -184,17 +184,17 @@ def main() -> None:
     for seed in args.report:
         run(picked[0], seed, "report")
     bar.close()
-    rows = read_rows(args.out)
+    summary = summarise(read_rows(args.out))
     with atomic_path(summary_path(args.out)) as tmp:
-        summarise(rows).to_csv(tmp, index=False, float_format="%.4f")
-    mine = rows[(rows["preset"] == args.preset) & (rows["settings"] == settings)]
-    if mine["commit"].nunique() > 1:  # resumed across commits: say so, the rows stay
-        print(f"note: these rows were measured at commits {sorted(mine['commit'].unique())}")
-    fresh = rows[(rows["preset"] == args.preset) & (rows["variant"] == picked[0])
-                 & (rows["settings"] == settings) & rows["seed"].isin(args.report)]
-    print(f"{picked[0]} on fresh seeds {sorted(fresh['seed'].tolist())}: test accuracy "
-          f"{100 * fresh['accuracy'].mean():.2f} +- {100 * fresh['accuracy'].std(ddof=0):.2f} "
-          f"(n {len(fresh)}), {fresh['minutes'].mean():.1f} min per seed")
+        summary.to_csv(tmp, index=False, float_format="%.4f")
+    mine = summary[(summary["preset"] == args.preset)
+                   & (summary["settings"] == settings)].iloc[0]
+    if " " in mine["commit"]:  # resumed across commits: say so, the rows stay
+        print(f"note: these rows were measured at commits {mine['commit']}")
+    print(f"{mine['variant']} on fresh seeds {mine['report_seeds']}: test accuracy "
+          f"{100 * mine['accuracy']:.2f} +- {100 * mine['accuracy_std']:.2f} (n {mine['n']}), "
+          f"{mine['minutes_per_seed']:.1f} min per seed; its estimate missed by "
+          f"{mine['est_abs_miss']:.3f} on average, intervals held {mine['est_intervals_held']}")
 
 
 if __name__ == "__main__":
