@@ -59,7 +59,7 @@ def test_the_default_estimator_gives_the_default_runs_accuracy(project):
 @pytest.mark.slow
 def test_a_presets_estimator_gives_the_pipelines_accuracy_on_fashion_mnist(project):
     """PUClassifier.from_preset("fmnist-i") against the preset's recommended variant run
-    through the stages, n_p = 1,000, seed 0 (about 30 minutes on 2 cores). It needs the
+    through the stages, n_p = 1,000, seed 0 (about 20 minutes on 2 cores). It needs the
     Fashion-MNIST IDX files (Debian's dataset-fashion-mnist, or data/raw): without them
     it fails with the loader's one-line error, as a run would."""
     from pucl import PUClassifier

@@ -2,7 +2,7 @@
 
 - `pipeline`: repro, run, check, methods, ui;
 - `experiments`: sweep, bench, ablate, compare;
-- `production`: data (init, add, status), retrain, predict;
+- `production`: data (init, add, status, reestimate-prior), retrain, predict;
 - `schedule`: serve.
 """
 

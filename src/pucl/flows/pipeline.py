@@ -29,7 +29,7 @@ def _flow_run_id() -> str:
         return ""
 
 
-@flow(name="pucl-pipeline", description="PU split -> KM2 prior -> contrastive pretraining "
+@flow(name="pucl-pipeline", description="PU split -> class prior -> contrastive pretraining "
       "-> PUPL -> classifier -> evaluation, in a run directory")
 def pipeline(overrides: dict[str, Any] | None = None, run_name: str | None = None,
              project: str | None = None, progress: bool = True,
