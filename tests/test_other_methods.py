@@ -416,6 +416,30 @@ def test_knn_probe_against_a_cosine_vote_written_out():
     assert knn_accuracy(train, y_train, test, y_test, k) == pytest.approx(expected)
 
 
+def test_knn_probe_breaks_a_tied_vote_for_the_smaller_label():
+    from pucl.metrics import knn_accuracy
+
+    # three classes (labels 2, 5, 9) on a circle; k = 4 leaves 2:2 ties to break
+    rng = np.random.default_rng(1)
+    angles = rng.uniform(0, 2 * np.pi, size=90)
+    train = np.stack([np.cos(angles), np.sin(angles)], axis=1) * rng.uniform(1, 3, (90, 1))
+    y_train = np.array([2, 5, 9])[(angles // (2 * np.pi / 3)).astype(int)]
+    test_angles = rng.uniform(0, 2 * np.pi, size=200)
+    test = np.stack([np.cos(test_angles), np.sin(test_angles)], axis=1)
+    k = 4
+    similarity = test @ (train / np.linalg.norm(train, axis=1, keepdims=True)).T
+    nearest = np.argsort(-similarity, axis=1, kind="stable")[:, :k]
+    predicted = []
+    for row in y_train[nearest]:
+        labels, counts = np.unique(row, return_counts=True)  # labels ascending
+        predicted.append(labels[np.argmax(counts)])  # first of the most voted: smallest
+    assert any(np.unique(row, return_counts=True)[1].max() == 2 and
+               len(np.unique(row)) == 2 for row in y_train[nearest])  # a tie happens
+    for y_test in (np.array(predicted), np.full(200, 5)):
+        expected = float((np.array(predicted) == y_test).mean())
+        assert knn_accuracy(train, y_train, test, y_test, k) == pytest.approx(expected)
+
+
 def test_input_features_are_the_encoder_input_flattened():
     from pucl.features import input_features
 

@@ -68,14 +68,14 @@ def oracle_metrics(model: ContrastiveModel, x_train: np.ndarray, y_train: np.nda
         return out
     f_test = embed(model, x_test, "encoder", device) if f_test is None else f_test
     f_train = embed(model, x_train, "encoder", device)[known]  # as the map's batches are
-    out["knn_accuracy"] = knn_accuracy(f_train, y_known, f_test, y_test, k)
+    out["knn_accuracy"] = knn_accuracy(f_train, y_known, f_test, y_test, k, device)
     if encoder_part(model.encoder, "trunk") is not model.encoder:  # LeNet-5's conv trunk
         out["knn_accuracy_trunk"] = knn_accuracy(
             embed(model, x_train[known], "trunk", device), y_known,
-            embed(model, x_test, "trunk", device), y_test, k)
+            embed(model, x_test, "trunk", device), y_test, k, device)
     if inputs_probe:
         out["knn_accuracy_inputs"] = knn_accuracy(input_features(x_train[known]), y_known,
-                                                  input_features(x_test), y_test, k)
+                                                  input_features(x_test), y_test, k, device)
     return out
 
 

@@ -23,6 +23,14 @@ CHUNK_ROWS = 1024
 EPSILON = 1e-6
 
 
+def nearest_rows(queries: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices [n, k] of each query's k most similar rows of `bank` by inner product
+    (cosine when both are unit rows), on the tensors' device, CHUNK_ROWS queries at a time
+    so the similarity matrix never holds every query at once."""
+    return torch.cat([(queries[start:start + CHUNK_ROWS] @ bank.T).topk(k, dim=1).indices
+                      for start in range(0, len(queries), CHUNK_ROWS)])
+
+
 class NeighbourHead(TwoClassHead):
     """`base` with its positive score averaged over each row and its `k` nearest rows of
     `bank` (training features, float32 [n, d]), whose scores by `base` are kept."""
@@ -49,13 +57,8 @@ class NeighbourHead(TwoClassHead):
         """P(y = 1 | x) per row of features h [n, d]: (own score + the k neighbours'
         scores) / (k + 1)."""
         own = self._base_score(h)
-        unit = F.normalize(h.float(), dim=1)
-        total = torch.empty_like(own)
-        for start in range(0, len(h), CHUNK_ROWS):
-            similarity = unit[start:start + CHUNK_ROWS] @ self.bank.T
-            nearest = similarity.topk(self.k, dim=1).indices
-            total[start:start + CHUNK_ROWS] = self.bank_scores[nearest].sum(dim=1)
-        return (own + total) / (self.k + 1)
+        nearest = nearest_rows(F.normalize(h.float(), dim=1), self.bank, self.k)
+        return (own + self.bank_scores[nearest].sum(dim=1)) / (self.k + 1)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """Two logits whose softmax is the smoothed score: [log(1 - p), log(p)]."""
