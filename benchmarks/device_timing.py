@@ -1,10 +1,10 @@
 """Where a pipeline run's time goes on this machine's device: per stage, its seconds and
 the images its encoders passed (training and scoring) per second; and pretraining's
 throughput against the bare model's forward + backward at the same batch size, on the
-same device and precision.
+same device.
 
     python benchmarks/device_timing.py [--preset fmnist-i] [--variant NAME] [--seed 3]
-        [--device auto] [--precision fp32] [--threads 8] [--set KEY=VALUE ...] [--out F.csv]
+        [--device auto] [--threads 8] [--set KEY=VALUE ...] [--out F.csv]
 
 Without --preset it times the default params (the embedded MNIST-5k). The pipeline runs
 in process with tracking off (`PUCL_TRACKING=off`): it needs torch and pucl's own
@@ -35,7 +35,7 @@ from _commit import current_commit, with_commit  # noqa: E402
 from pucl.config import parse_assignments  # noqa: E402
 from pucl.models.encoders import CNN7, LeNet5, MLPEncoder, ResNet18  # noqa: E402
 from pucl.progress import listening  # noqa: E402
-from pucl.runtime import compute_precision, resolve_device  # noqa: E402
+from pucl.runtime import resolve_device  # noqa: E402
 from pucl.stages.runner import call_stage, resolve_params, run_pipeline  # noqa: E402
 from pucl.step_graph import COUNTS, GraphedStep  # noqa: E402
 
@@ -94,18 +94,17 @@ def bare_images_per_s(params, shape: tuple[int, ...], device: torch.device,
 
     def forward_backward(views: torch.Tensor) -> torch.Tensor:
         model.zero_grad(set_to_none=True)
-        loss = model(views).float().square().mean()
+        loss = model(views).square().mean()
         loss.backward()
         return loss.detach()
 
     step = GraphedStep(forward_backward) if graphed else forward_backward
-    with compute_precision(device, params.base.precision):
-        for i in range(steps + 5):
-            if i == 5:  # after the warm-up: allocator, kernels chosen, graph recorded
-                synchronize(device)
-                start = time.perf_counter()
-            step(x)
-        synchronize(device)
+    for i in range(steps + 5):
+        if i == 5:  # after the warm-up: allocator, kernels chosen, graph recorded
+            synchronize(device)
+            start = time.perf_counter()
+        step(x)
+    synchronize(device)
     return steps * len(x) / (time.perf_counter() - start)
 
 
@@ -115,7 +114,6 @@ def main() -> None:
     parser.add_argument("--variant")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--precision", default="fp32")
     parser.add_argument("--threads", type=int, default=min(8, os.cpu_count() or 1))
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         help="params override KEY=VALUE (repeatable)")
@@ -130,14 +128,14 @@ def main() -> None:
         label, overrides = variant_overrides(load_preset(args.preset), args.variant)
         label = f"{args.preset}:{label}"
     overrides.update({"base.seed": args.seed, "base.device": args.device,
-                      "base.precision": args.precision, "base.threads": args.threads,
-                      "paths.pretrain_cache": None, **parse_assignments(args.overrides)})
+                      "base.threads": args.threads, "paths.pretrain_cache": None,
+                      **parse_assignments(args.overrides)})
     params = resolve_params(ROOT, overrides)
     commit = current_commit()  # the code that runs: files edited during the run do not count
     device = resolve_device(params.base.device)
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
-    print(f"{label}, seed {args.seed}: {name}, {params.base.precision}, "
-          f"{params.base.threads} threads, torch {torch.__version__}", flush=True)
+    print(f"{label}, seed {args.seed}: {name}, {params.base.threads} threads, "
+          f"torch {torch.__version__}", flush=True)
 
     counter, rows = EncoderImages(), []
 
@@ -181,8 +179,9 @@ def main() -> None:
     print(f"training steps recorded as CUDA graphs: {COUNTS.recorded}, "
           f"could not be recorded: {COUNTS.failed}")
     if args.out:
+        # no precision column: pucl computes in float32 only (older rows keep theirs)
         common = {"run": label, "seed": args.seed, "device": name,
-                  "precision": params.base.precision, "threads": params.base.threads}
+                  "threads": params.base.threads}
         rows.append({"stage": "whole run", "seconds": round(total, 2),
                      "accuracy": round(metrics["accuracy"], 4),
                      "pretrain_images_per_s": round(pretrain_rate),

@@ -80,9 +80,9 @@ CASES = [
          params={"data": {"task": "cifar-i"}}),
     Case("unknown device", PUCL + ["check"], "invalid parameter 'base.device' = 'tpu'",
          params={"base": {"device": "tpu"}}),
-    Case("bf16 on the CPU", PUCL + ["check"],
-         "base.precision = 'bf16' needs a CUDA device, but base.device resolves to cpu "
-         "(allowed there: fp32)", params={"base": {"device": "cpu", "precision": "bf16"}}),
+    Case("removed precision", PUCL + ["check"],  # an old params file: float32 only now
+         "unknown parameter 'base.precision' (allowed here: seed, device, threads)",
+         params={"base": {"precision": "fp32"}}),
     Case("unknown encoder", PUCL + ["check"], "invalid parameter 'pretrain.encoder'",
          params={"pretrain": {"encoder": "vit"}}),
     Case("inverted band", PUCL + ["repro"], "0 <= low < high <= 1",

@@ -1,6 +1,6 @@
-"""The device path (base.device, base.precision), checked on the CPU: the code a GPU runs is
-the code these tests run with `base.device: cpu`. The few checks that need CUDA skip with
-a reason where torch sees none."""
+"""The device path (base.device), checked on the CPU: the code a GPU runs is the code
+these tests run with `base.device: cpu`. The few checks that need CUDA skip with a reason
+where torch sees none."""
 
 from __future__ import annotations
 
@@ -20,13 +20,11 @@ from pucl.classify.finetune import FinetuneSettings, finetune
 from pucl.classify.linear import LinearHead, LinearSettings, train_linear_head, train_pu_head
 from pucl.classify.neighbours import NeighbourHead
 from pucl.data.augment import AffineJitter, FeatureNoise
-from pucl.errors import ParamsError
-from pucl.features import embed
 from pucl.losses import CONTRASTIVE_LOSSES
 from pucl.models import ContrastiveModel
 from pucl.pretraining.contrastive import PretrainSettings, train_contrastive
 from pucl.prior.heldout import HeldOutParams, heldout_scores, roll_index
-from pucl.runtime import compute_precision, configure, load_optimizer, seeded_generator
+from pucl.runtime import configure, load_optimizer, seeded_generator
 from pucl.step_graph import COUNTS, GraphedStep, eager
 from tests.conftest import tiny_params
 
@@ -193,38 +191,6 @@ def test_a_generator_on_another_device_than_the_data_is_refused():
                           torch.zeros(64, dtype=torch.bool), AffineJitter(),
                           PretrainSettings(1, 32, 1e-3, 0.0), seeded_generator(0),
                           torch.device("meta"), progress=False)
-
-
-def test_bf16_is_refused_on_the_cpu_and_fp32_is_a_no_op():
-    with pytest.raises(ParamsError, match=r"base.precision = 'bf16' needs a CUDA device.*"
-                                          r"allowed there: fp32"):
-        configure(0, "cpu", 1, precision="bf16")
-    with pytest.raises(ParamsError, match=r"base.precision = 'fp16' \(allowed: fp32, bf16\)"):
-        compute_precision(CPU, "fp16")
-    with compute_precision(CPU, "fp32"):
-        assert not torch.is_autocast_enabled("cpu")
-
-
-def test_the_training_code_runs_under_bf16_autocast():
-    """What base.precision = bf16 does on CUDA, done by the CPU's autocast: every loss
-    reads float32, so the training code has no dtype clash and stays finite."""
-    torch.set_num_threads(1)
-    x = images(96)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        model, history = pretrain(x, 1, 32)
-        features = embed(model, x.numpy(), "projector")
-        head = LinearHead(model.encoder.out_dim)
-        tuned = finetune(model.encoder, head, x, FinetuneSettings(1, 1e-3, 0.0, 32),
-                         AffineJitter(), seeded_generator(0), CPU, positive=torch.arange(24),
-                         unlabeled=torch.arange(24, 96), kind="nnpu", prior=0.4,
-                         progress=False)
-        rows = x.reshape(96, -1).numpy() / 255.0
-        scores = heldout_scores(rows[48:], rows[:48], (1, 28, 28),
-                                HeldOutParams(classifier="network", max_steps=4, eval_every=2,
-                                              batch_size=16), 0)
-    assert features.dtype == np.float32 and np.isfinite(features).all()
-    assert np.isfinite([h.loss for h in history] + tuned).all()
-    assert np.isfinite(scores.u).all() and np.isfinite(scores.p).all()
 
 
 def test_the_pipeline_runs_with_tracking_off_and_no_mlflow_installed(tmp_path):

@@ -193,7 +193,6 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
     ({"neighbours": 51}, "neighbours = 51 exceeds the 50 training rows \\(allowed: 0 to 50\\)"),
     ({"mirror": True}, "mirror=True averages each image with its mirror image, but X has "
                        "feature rows of shape \\[10\\] \\(allowed for feature rows: False\\)"),
-    ({"device": "cpu", "precision": "bf16"}, "'bf16' needs a CUDA device.*allowed there: fp32"),
 ])
 def test_pu_classifier_refuses_bad_settings_in_fit(bad, message):
     x, _, s = tabular_pu(50)

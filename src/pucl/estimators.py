@@ -36,7 +36,7 @@ from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
 from pucl.recipe.prior import estimate_prior as recipe_prior
 from pucl.recipe.pupl import fit_pseudo_labels, pupl_features
 from pucl.recipe.scoring import member_scores, view_features
-from pucl.runtime import compute_precision, resolve_device
+from pucl.runtime import resolve_device
 from pucl.settings import (
     BaseParams,
     ClassifierParams,
@@ -105,8 +105,6 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         Seeds every random choice (base.seed).
     device : str, default="auto"
         auto | cpu | cuda (base.device).
-    precision : str, default="fp32"
-        fp32 | bf16 (base.precision): bf16 autocast on CUDA; refused on the CPU.
 
     Attributes
     ----------
@@ -124,7 +122,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
 
     # what estimators pickled before these parameters existed did
     members, shift, features, finetune_epochs, finetune_lr = 1, 0, "encoder", 0, 5e-4
-    scenario, settings, device, precision = "single_dataset", None, "cpu", "fp32"
+    scenario, settings, device = "single_dataset", None, "cpu"
 
     def __init__(self, prior: str | float = _PRIOR.method, loss: str = _PRETRAIN.loss,
                  encoder: str = _PRETRAIN.encoder, epochs: int = _PRETRAIN.epochs,
@@ -141,8 +139,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  shift: int = _EVALUATE.tta_shift, members: int = _PRETRAIN.members,
                  scenario: str = SplitParams().scenario, settings: dict | None = None,
                  threshold: float = 0.5, random_state: int = BaseParams().seed,
-                 device: str = BaseParams().device, precision: str = BaseParams().precision,
-                 progress: bool = False):
+                 device: str = BaseParams().device, progress: bool = False):
         self.prior = prior
         self.loss = loss
         self.encoder = encoder
@@ -169,7 +166,6 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.threshold = threshold
         self.random_state = random_state
         self.device = device
-        self.precision = precision
         self.progress = progress
 
     @classmethod
@@ -319,32 +315,31 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         labelled = s == 1
         in_u = unlabeled_rows(labelled, self.scenario)
         device = resolve_device(self.device)
-        with compute_precision(device, self.precision):  # bf16: autocast on CUDA
-            # each step as a stage process starts it, so the model is the pipeline's
+        # each step as a stage process starts it, so the model is the pipeline's
+        seed_everything(recipe.seed)
+        self.prior_ = (float(self.prior) if not isinstance(self.prior, str) else
+                       recipe_prior(recipe, x[in_u], x[labelled], self.progress,
+                                    device)[0])
+        models, heads = [], []
+        images, is_labeled = torch.from_numpy(x), torch.from_numpy(labelled)
+        for seed in member_seeds(recipe):
             seed_everything(recipe.seed)
-            self.prior_ = (float(self.prior) if not isinstance(self.prior, str) else
-                           recipe_prior(recipe, x[in_u], x[labelled], self.progress,
-                                        device)[0])
-            models, heads = [], []
-            images, is_labeled = torch.from_numpy(x), torch.from_numpy(labelled)
-            for seed in member_seeds(recipe):
-                seed_everything(recipe.seed)
-                prior = self._prior_for(recipe.pretrain.prior) if needs_prior(recipe) else None
-                model, result = pretrain(recipe, images, is_labeled, prior, seed, device,
-                                         self.progress)
-                models.append(model)
-                heads.append(rebuild(result.classifier) if result.classifier else None)
-            seed_everything(recipe.seed)
-            rows = TrainingRows(np.arange(len(x)), labelled, in_u)
-            if recipe.classifier.objective == "pupl_ce":
-                labeller = fit_pseudo_labels(recipe, pupl_features(models[0], x, device),
-                                             labelled, in_u, self.prior_)
-                self.pseudo_labels_ = labeller.result_.labels
-                rows = TrainingRows(rows.index, labelled, in_u, self.pseudo_labels_)
-            seed_everything(recipe.seed)
-            _, fitted = fit_classifiers(recipe, models, x, rows,
-                                        self._prior_for(recipe.classifier.prior), device, heads,
-                                        self.progress)
+            prior = self._prior_for(recipe.pretrain.prior) if needs_prior(recipe) else None
+            model, result = pretrain(recipe, images, is_labeled, prior, seed, device,
+                                     self.progress)
+            models.append(model)
+            heads.append(rebuild(result.classifier) if result.classifier else None)
+        seed_everything(recipe.seed)
+        rows = TrainingRows(np.arange(len(x)), labelled, in_u)
+        if recipe.classifier.objective == "pupl_ce":
+            labeller = fit_pseudo_labels(recipe, pupl_features(models[0], x, device),
+                                         labelled, in_u, self.prior_)
+            self.pseudo_labels_ = labeller.result_.labels
+            rows = TrainingRows(rows.index, labelled, in_u, self.pseudo_labels_)
+        seed_everything(recipe.seed)
+        _, fitted = fit_classifiers(recipe, models, x, rows,
+                                    self._prior_for(recipe.classifier.prior), device, heads,
+                                    self.progress)
         self.recipe_ = recipe
         self.members_ = [(model.eval(), member.head.eval())
                          for model, member in zip(models, fitted, strict=True)]
@@ -367,8 +362,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             "tta": "hflip" if self.mirror else "none", "tta_shift": self.shift}))
         members = getattr(self, "members_", None) or [(self.model_, self.head_)]
         device = resolve_device(self.device)
-        with compute_precision(device, self.precision):
-            features = view_features(recipe, members, x, recipe.classifier.features, device)
+        features = view_features(recipe, members, x, recipe.classifier.features, device)
         scores = member_scores([head for _, head in members], features, device)
         positive = scores.mean(axis=(0, 1)).astype(np.float64)
         return np.column_stack([1.0 - positive, positive])

@@ -62,7 +62,7 @@ def embed(
         h = encoder_part(model.encoder, "trunk" if which == "trunk" else "encoder")(x)
         if which == "projector":
             h = F.normalize(model.head(h), dim=1)
-        out.append(h.float())  # bf16 under autocast; read back once, below
+        out.append(h)  # on the device; read back once, below
     return torch.cat(out).cpu().numpy()
 
 
@@ -84,8 +84,8 @@ def augmented_projections(
     out = []
     for start in range(0, len(x_all), batch_size):
         x = to_unit_float(x_all[start:start + batch_size])
-        per_view = [F.normalize(model(normalize(augment(x, generator)).to(device)).float(),
-                                dim=1).cpu() for _ in range(views)]
+        per_view = [F.normalize(model(normalize(augment(x, generator)).to(device)), dim=1).cpu()
+                    for _ in range(views)]
         out.append(torch.stack(per_view, dim=1))
     return torch.cat(out).numpy().astype(np.float32)
 
@@ -104,6 +104,6 @@ def raw_projections(model: ContrastiveModel, images: np.ndarray | torch.Tensor,
     device = device or torch.device("cpu")
     model.eval().to(device)
     x_all = torch.as_tensor(images)
-    out = [model(normalize(to_unit_float(x_all[s:s + batch_size])).to(device)).float().cpu()
+    out = [model(normalize(to_unit_float(x_all[s:s + batch_size])).to(device)).cpu()
            for s in range(0, len(x_all), batch_size)]
     return torch.cat(out).numpy().astype(np.float32)

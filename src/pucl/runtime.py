@@ -1,17 +1,14 @@
-"""Device, precision, threads and determinism: applied in one place for every stage."""
+"""Device, threads and determinism: applied in one place for every stage."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import typing
 
 import numpy as np
 import torch
 
 from pucl.errors import ParamsError
-from pucl.settings import BaseParams
 
 
 def resolve_device(name: str) -> torch.device:
@@ -25,43 +22,17 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-PRECISIONS: tuple[str, ...] = typing.get_args(BaseParams.model_fields["precision"].annotation)
-
-
-def check_precision(precision: str, device: torch.device) -> str:
-    """base.precision on this device: fp32 anywhere, bf16 (autocast) on CUDA only."""
-    if precision not in PRECISIONS:
-        raise ParamsError(f"base.precision = {precision!r} (allowed: {', '.join(PRECISIONS)})")
-    if precision == "bf16" and device.type != "cuda":
-        raise ParamsError(f"base.precision = 'bf16' needs a CUDA device, but base.device "
-                          f"resolves to {device.type} (allowed there: fp32)")
-    return precision
-
-
-def compute_precision(device: torch.device, precision: str = "fp32"):
-    """The context a stage's forward passes run in: nothing for fp32; bf16 autocast on
-    CUDA (matrix products and convolutions in bfloat16, reductions and losses in float32;
-    no gradient scaling is needed with bfloat16's float32 exponent range)."""
-    if check_precision(precision, device) == "fp32":
-        return contextlib.nullcontext()
-    # no cache of cast weights: a step replayed as a CUDA graph must cast the weights it
-    # updates, not reuse the copies made when it was recorded
-    return torch.autocast(device_type="cuda", dtype=torch.bfloat16, cache_enabled=False)
-
-
-def configure(seed: int, device: str, threads: int, deterministic_torch: bool = True,
-              precision: str = "fp32") -> torch.device:
+def configure(seed: int, device: str, threads: int,
+              deterministic_torch: bool = True) -> torch.device:
     """Seed every generator, fix thread counts, and on CUDA ask torch for deterministic
     kernels. On the CPU the kernels used here are deterministic already (the tests compare
     reruns byte for byte), and the call would cost ~2.5 s of torch._inductor imports in
-    every stage process. A precision the device cannot run is refused here, before any
-    work."""
+    every stage process."""
     torch.set_num_threads(threads)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     resolved = resolve_device(device)
-    check_precision(precision, resolved)
     if deterministic_torch and resolved.type == "cuda":
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)

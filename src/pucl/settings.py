@@ -25,8 +25,6 @@ class BaseParams(_Section):
     seed: int = Field(0, ge=0, description="seed of every random choice of the method")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = Field(2, ge=1, description="torch intra-op threads")
-    # bf16: autocast on CUDA (refused on the CPU); fp32 everywhere else
-    precision: Literal["fp32", "bf16"] = "fp32"
 
 
 class SplitParams(_Section):

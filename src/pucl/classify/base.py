@@ -26,8 +26,7 @@ class TwoClassHead(nn.Module):
         self.eval()
         device = torch.device(device or "cpu")
         head = self if device.type == "cpu" else copy.deepcopy(self).to(device)
-        with torch.autocast(device.type, enabled=False):  # scores in float32, under bf16 too
-            logits = head(torch.as_tensor(features, dtype=torch.float32, device=device))
+        logits = head(torch.as_tensor(features, dtype=torch.float32, device=device))
         return torch.softmax(logits, dim=1)[:, 1].cpu().numpy()
 
 

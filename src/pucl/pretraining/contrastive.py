@@ -61,7 +61,7 @@ def train_contrastive(
     def learn(idx: torch.Tensor, *draws: torch.Tensor) -> torch.Tensor:
         half = len(draws) // 2  # each view's random numbers, drawn outside
         v1, v2 = augmented_views(images, idx, augment, [draws[:half], draws[half:]])
-        z = model(torch.cat([v1, v2])).float()  # the loss in float32 under bf16 autocast
+        z = model(torch.cat([v1, v2]))
         return loop.backward_step(loss_fn(z[:batch], z[batch:], is_labeled[idx]))
 
     learn_graphed = GraphedStep(learn)  # one CUDA graph on a GPU; a plain call elsewhere

@@ -21,7 +21,7 @@ from pucl.environment import quiet_defaults
 from pucl.errors import DEBUG_ENV, PuclError, debugging
 from pucl.interrupts import end_on_sigterm, run_status
 from pucl.recipe.checks import check_methods, chosen_settings
-from pucl.runtime import compute_precision, configure
+from pucl.runtime import configure
 from pucl.settings import flatten
 from pucl.stages import NUMPY_ONLY_STAGES, STAGES
 from pucl.stages._context import StageContext
@@ -115,8 +115,7 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
     params = params or load_params(params_path(root))
     check_methods(params)
     device = configure(params.base.seed, params.base.device, params.base.threads,
-                       deterministic_torch=name not in NUMPY_ONLY_STAGES,
-                       precision=params.base.precision)
+                       deterministic_torch=name not in NUMPY_ONLY_STAGES)
     tracking_root = tracking.project_root()
     uri = tracking.resolve_tracking_uri(params.tracking.uri, tracking_root)
     store = tracking.try_open_store(uri, params.tracking.experiment, tracking_root)
@@ -129,9 +128,8 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
                              parent.run_id if parent else None) as mlrun:
             logged = {"base.seed": params.base.seed, "data.dataset": params.data.dataset,
                       "data.task": params.data.task}
-            if name not in NUMPY_ONLY_STAGES:  # what the device and precision resolved to
-                logged.update({"base.device": device.type,
-                               "base.precision": params.base.precision})
+            if name not in NUMPY_ONLY_STAGES:  # what the device resolved to
+                logged["base.device"] = device.type
             methods = chosen_settings(params)
             for section in STAGES[name]:  # a section, sub-section or one value
                 value = functools.reduce(getattr, section.split("."), params)
@@ -140,8 +138,7 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
                 logged.update({k: v for k, v in methods.items() if k.startswith(f"{section}.")})
             mlrun.log_params(logged)
             ctx = StageContext(name, params, root, mlrun, progress)
-            with compute_precision(device, params.base.precision):
-                metrics = run(ctx)
+            metrics = run(ctx)
             mlrun.log_metrics(metrics)
     except BaseException as exc:
         if owned:

@@ -14,7 +14,6 @@ from pucl.data.split import check_validation_counts
 from pucl.errors import DataError, ParamsError
 from pucl.recipe.checks import check_methods
 from pucl.recipe.pretraining import resolve_encoder
-from pucl.runtime import check_precision, resolve_device
 from pucl.stages._context import data_path
 
 
@@ -49,10 +48,8 @@ def _encoder_fits(encoder: str, shape: tuple[int, ...], proj_hidden: int, proj_d
 def check_inputs(params: Params, root: Path) -> None:
     """Rules that need the data, checked before any stage output is touched (pucl repro,
     check, run, sweep): the data loads, n_p fits the task's positives, the encoder fits
-    the image shape, the validation part is large enough, bf16 is not asked of the CPU."""
+    the image shape, the validation part is large enough."""
     check_methods(params)
-    if params.base.device == "cpu":  # auto and cuda resolve where the stages run (a GPU
-        check_precision(params.base.precision, resolve_device("cpu"))  # worker, maybe)
     check_task(params.data.dataset, params.data.task)
     y_train, shape, given_pu, n_test = _training_labels(
         params.data.dataset, str(root / params.paths.data_root), params.data.test_fraction,

@@ -83,8 +83,8 @@ def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
     """What a resumable checkpoint or a cached encoder must match: params that shape
     training, the pretraining seed, the split, the training inputs' content (a file
     edited in place keeps its rows but not its pixels), the training code, and the device
-    and precision it runs in (a CUDA or bf16 encoder is not the CPU's, so neither is
-    reused or resumed by a run on the other)."""
+    it runs on (a CUDA encoder is not the CPU's, so neither is reused or resumed by a run
+    on the other)."""
     p = ctx.params
     code = hashlib.sha256(b"".join(f.read_bytes() for f in training_code_files()))
     content = hashlib.sha256(np.ascontiguousarray(images.numpy()).data).hexdigest()
@@ -95,7 +95,7 @@ def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
            "manifest": hashlib.sha256(
                pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
            ).hexdigest(), "inputs": content, "code": code.hexdigest(), "prior": prior,
-           "device": resolve_device(p.base.device).type, "precision": p.base.precision}
+           "device": resolve_device(p.base.device).type}
     if seed is not None and seed != p.base.seed:  # else the key encoders were cached under
         key["pretrain_seed"] = seed
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
