@@ -27,6 +27,7 @@ SUITE = {  # name: (script, arguments of the reported run, arguments of a quick 
     "device_timing": ("device_timing.py", ["--out", "reports/benchmarks/device_timing.csv"],
                       ["--set", "pretrain.epochs=1", "--set", "classifier.epochs=2"]),
     "head_placement": ("head_placement.py", [], ["--epochs", "1", "--n-u", "5000"]),
+    "knn_probe": ("knn_probe.py", [], ["--train", "3000", "--test", "500", "--dims", "84"]),
 }
 
 

@@ -56,6 +56,12 @@ def test_the_whole_bank_as_neighbours_is_the_mean_of_every_score():
     np.testing.assert_allclose(head.positive_score(rows), expected, atol=1e-6)
 
 
+def test_an_empty_batch_scores_to_no_rows():
+    bank = np.random.default_rng(0).normal(size=(20, 6)).astype(np.float32)
+    head = NeighbourHead(random_head(6, 0), torch.from_numpy(bank), 5)
+    assert head.positive_score(np.empty((0, 6), dtype=np.float32)).shape == (0,)
+
+
 def test_a_row_scores_the_same_alone_and_in_a_batch_across_chunks(monkeypatch):
     """Inductive: a row's score depends on the bank only, never on the rows beside it
     (also when the rows are split into chunks)."""

@@ -440,6 +440,28 @@ def test_knn_probe_breaks_a_tied_vote_for_the_smaller_label():
         assert knn_accuracy(train, y_train, test, y_test, k) == pytest.approx(expected)
 
 
+def test_knn_probe_with_k_beyond_the_rows_votes_over_all_of_them():
+    from pucl.metrics import knn_accuracy
+
+    rng = np.random.default_rng(2)
+    train, test = rng.normal(size=(5, 3)), rng.normal(size=(8, 3))
+    y_train = np.array([1, 1, 1, 0, 0])  # every test row's vote over all five: label 1
+    assert knn_accuracy(train, y_train, test, np.ones(8, int), k=20) == 1.0
+    assert knn_accuracy(train, y_train, test, np.zeros(8, int), k=20,
+                        device=torch.device("cpu")) == 0.0
+
+
+def test_knn_probe_ranks_an_all_zero_row_at_similarity_zero():
+    from pucl.metrics import knn_accuracy
+
+    train = np.array([[1.0, 0.0], [0.9, 0.1], [-1.0, 0.0], [0.0, 0.0]])
+    test = np.array([[2.0, 0.1], [-3.0, 0.2]])
+    # cosines: first query 1.0, 1.0, -1.0, 0 (zero row); second -1.0, -0.98, 1.0, 0. With
+    # k = 3 the second votes rows 2, 3 and 1 (label 0 by two to one) only because the zero
+    # row outranks the rows that point away, as scikit-learn's cosine distance of 1 did.
+    assert knn_accuracy(train, np.array([1, 1, 0, 0]), test, np.array([1, 0]), k=3) == 1.0
+
+
 def test_input_features_are_the_encoder_input_flattened():
     from pucl.features import input_features
 

@@ -26,7 +26,10 @@ EPSILON = 1e-6
 def nearest_rows(queries: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Tensor:
     """Indices [n, k] of each query's k most similar rows of `bank` by inner product
     (cosine when both are unit rows), on the tensors' device, CHUNK_ROWS queries at a time
-    so the similarity matrix never holds every query at once."""
+    so the similarity matrix never holds every query at once. An all-zero row is equally
+    similar (0) to every row: its neighbours are whichever ties topk keeps."""
+    if not len(queries):
+        return torch.empty((0, k), dtype=torch.long, device=queries.device)
     return torch.cat([(queries[start:start + CHUNK_ROWS] @ bank.T).topk(k, dim=1).indices
                       for start in range(0, len(queries), CHUNK_ROWS)])
 
