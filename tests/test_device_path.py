@@ -210,13 +210,15 @@ def test_the_pipeline_runs_with_tracking_off_and_no_mlflow_installed(tmp_path):
         from pucl.stages.runner import resolve_params, run_pipeline
         root = Path({str(tmp_path)!r})
         result = run_pipeline(resolve_params(root), root / "run", "no-mlflow")
-        print("accuracy", result.metrics["accuracy"])
+        # the encoder's kNN probe: the tiny run's 2-means pseudo-labels are a coin flip
+        # between machines (0.33 or 0.67 accuracy), its features are not (about 0.9)
+        print("knn_accuracy", result.metrics["knn_accuracy"])
         assert not any(m == "mlflow" or m.startswith("mlflow.") for m in sys.modules)
     """)
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
                           text=True, env={**os.environ, "PUCL_TRACKING": "off"}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert float(done.stdout.split("accuracy")[-1]) > 0.5
+    assert float(done.stdout.split("knn_accuracy")[-1]) > 0.8
     assert (tmp_path / "run" / "data" / "evaluate" / "metrics.json").exists()
 
 

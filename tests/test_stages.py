@@ -78,7 +78,9 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
         assert metrics[f"val_est_{name}_low"] <= metrics[f"val_est_{name}"] \
             <= metrics[f"val_est_{name}_high"]
     in_u = val[val["in_u"]]
-    assert metrics["val_true_accuracy"] > 0.5 and len(in_u) == 400
+    # the same classifier on two samples of one distribution: 400 validation rows against
+    # the test set (the tiny run's accuracy itself varies between machines, 0.33 to 0.67)
+    assert abs(metrics["val_true_accuracy"] - metrics["accuracy"]) < 0.1 and len(in_u) == 400
     assert by_stage["evaluate"].data.metrics["val_est_accuracy"] == metrics["val_est_accuracy"]
 
 
