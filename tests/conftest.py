@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pucl.environment import quiet_defaults
+from pucl.flows._server import SERVER_STARTUP_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -178,7 +179,7 @@ def harness():
     """A temporary Prefect server (its own sqlite database) for this module's flows."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    with prefect_test_harness(server_startup_timeout=SERVER_STARTUP_TIMEOUT_S):
         yield
 
 

@@ -23,6 +23,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
+from pucl.flows._server import SERVER_STARTUP_TIMEOUT_S
 from tests.conftest import make_project, new_store, python_path, tiny_params
 from tests.helpers import dvc
 
@@ -42,7 +43,8 @@ def cycle(tmp_path_factory):
     # 100 labelled positives: too few for a 10% validation part
     params = tiny_params(data={"dataset": "tracked", "task": "given"},
                          split={"val_fraction": 0.0})
-    with pytest.MonkeyPatch.context() as mp, prefect_test_harness(server_startup_timeout=120):
+    with (pytest.MonkeyPatch.context() as mp,
+          prefect_test_harness(server_startup_timeout=SERVER_STARTUP_TIMEOUT_S)):
         root = make_project(base / "proj", params)
         mp.setenv("PUCL_ROOT", str(root))
         mp.setenv("MLFLOW_TRACKING_URI", uri)

@@ -78,6 +78,19 @@ def test_a_killed_command_leaves_no_server_running(command):
     assert gone(watcher, 10), "the watcher outlived the server"
 
 
+def test_a_slow_server_start_is_waited_for(tmp_path):
+    """Prefect's own startup timeout (20 s by default) is too short on a busy machine;
+    pucl waits longer. With Prefect's set to 1 s, which no start meets, it still starts."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "1"
+    quick = "from pucl.flows._server import prefect_api\nwith prefect_api():\n    print('ready')"
+    done = subprocess.run([sys.executable, "-c", quick], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ready"
+
+
 def descendants(pid: int) -> list[int]:
     tree, found = {}, []
     for p, ppid, _ in processes():

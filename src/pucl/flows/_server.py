@@ -16,6 +16,10 @@ from contextlib import contextmanager
 from pucl.errors import PuclError, debugging
 from pucl.flows._reaper import watch
 
+# Seconds a temporary Prefect server may take to answer. Prefect's default (20 s) is too
+# short on a busy 2-core machine: CI saw a start take longer while tests ran beside it.
+SERVER_STARTUP_TIMEOUT_S = 120
+
 
 class _UserErrorsInOneLine(logging.Filter):
     """Prefect logs a failed task with its traceback; for a user error (bad params, bad
@@ -63,9 +67,12 @@ def prefect_api() -> Iterator[str]:
         yield configured
         return
     from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
     server = SubprocessASGIServer()  # the instance Prefect's ephemeral client would use
-    server.start()
+    # A longer timeout set by the user wins; a shorter one (or Prefect's default) doesn't.
+    server.start(timeout=max(SERVER_STARTUP_TIMEOUT_S,
+                             PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
     reaper = watch(server.server_process.pid)  # stops it if this process is killed
     os.environ["PREFECT_API_URL"] = server.api_url
     try:
