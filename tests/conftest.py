@@ -174,12 +174,18 @@ def pytest_collection_modifyitems(items):
 
 # -- a Prefect server and a tracked project per module, for the flow tests ----------------
 
-@pytest.fixture(scope="module")
-def harness():
-    """A temporary Prefect server (its own sqlite database) for this module's flows."""
+def prefect_server():
+    """A temporary Prefect server (its own sqlite database), given pucl's startup timeout:
+    a context manager."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=SERVER_STARTUP_TIMEOUT_S):
+    return prefect_test_harness(server_startup_timeout=SERVER_STARTUP_TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def harness():
+    """A temporary Prefect server for this module's flows."""
+    with prefect_server():
         yield
 
 

@@ -23,8 +23,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from pucl.flows._server import SERVER_STARTUP_TIMEOUT_S
-from tests.conftest import make_project, new_store, python_path, tiny_params
+from tests.conftest import make_project, new_store, prefect_server, python_path, tiny_params
 from tests.helpers import dvc
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -36,15 +35,12 @@ ROWS = 2000  # of the 4,000 training rows of mnist5k: the rest arrives as a batc
 @pytest.fixture(scope="module")
 def cycle(tmp_path_factory):
     """A project on the tracked dataset, one Prefect server, one MLflow store."""
-    from prefect.testing.utilities import prefect_test_harness
-
     base = tmp_path_factory.mktemp("production")
     uri = new_store(base / "mlflow.db")
     # 100 labelled positives: too few for a 10% validation part
     params = tiny_params(data={"dataset": "tracked", "task": "given"},
                          split={"val_fraction": 0.0})
-    with (pytest.MonkeyPatch.context() as mp,
-          prefect_test_harness(server_startup_timeout=SERVER_STARTUP_TIMEOUT_S)):
+    with pytest.MonkeyPatch.context() as mp, prefect_server():
         root = make_project(base / "proj", params)
         mp.setenv("PUCL_ROOT", str(root))
         mp.setenv("MLFLOW_TRACKING_URI", uri)

@@ -11,8 +11,7 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from pucl.data import load_dataset
-from pucl.flows._server import SERVER_STARTUP_TIMEOUT_S
-from tests.conftest import make_project, new_store, python_path, tiny_params
+from tests.conftest import make_project, new_store, prefect_server, python_path, tiny_params
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -51,7 +50,6 @@ def naive_estimate(scores: np.ndarray, pu: np.ndarray, prior: float) -> float:
 
 def test_a_cycle_with_p_and_u_alone(tmp_path):
     import mlflow.pyfunc
-    from prefect.testing.utilities import prefect_test_harness
 
     uri = new_store(tmp_path / "mlflow.db")
     # three restarts: the tests' logistic TED^n on 1,500 rows errs by 0.12 alone, 0.08 so
@@ -64,8 +62,7 @@ def test_a_cycle_with_p_and_u_alone(tmp_path):
     x, y = data.x_train[rows], (data.y_train[rows] % 2 == 0).astype(np.int64)
     pu = np.zeros(len(x), np.int64)
     pu[rng.choice(np.flatnonzero(y == 1), 400, replace=False)] = 1
-    with (pytest.MonkeyPatch.context() as mp,
-          prefect_test_harness(server_startup_timeout=SERVER_STARTUP_TIMEOUT_S)):
+    with pytest.MonkeyPatch.context() as mp, prefect_server():
         root = make_project(tmp_path / "proj", params)
         np.savez(root / "pu.npz", x=x, pu=pu)
         for key, value in (("PUCL_ROOT", str(root)), ("MLFLOW_TRACKING_URI", uri),
