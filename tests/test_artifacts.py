@@ -48,7 +48,7 @@ def test_equal_content_gives_equal_bytes(tmp_path):
     write_torch(tmp_path / "a" / "head.pt", content)
     write_torch(tmp_path / "b" / "head.pt", content)
     assert (tmp_path / "a/head.pt").read_bytes() == (tmp_path / "b/head.pt").read_bytes()
-    loaded = torch.load(tmp_path / "a/head.pt", weights_only=False)
+    loaded = torch.load(tmp_path / "a/head.pt", weights_only=True)
     assert torch.equal(loaded["state"]["mean"], content["state"]["mean"])
     # what torch.save does with the path of a temporary file (as before write_torch)
     for name in (".head.pt.k3j1x9.tmp", ".head.pt.p0q7m2.tmp"):  # mkstemp's random names

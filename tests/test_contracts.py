@@ -34,7 +34,7 @@ def test_suites_stop_stages_on_corrupted_artefacts(finished_tiny, tmp_path, trac
 
     # NaN weights in the encoder: every feature PUPL would cluster is NaN.
     model_path = project / "data/pretrain/model.pt"
-    saved = torch.load(model_path, weights_only=False)
+    saved = torch.load(model_path, weights_only=True)
     good = {k: v.clone() for k, v in saved["state_dict"].items()}
     first = next(k for k in good if k.endswith("weight"))
     saved["state_dict"][first] = torch.full_like(good[first], float("nan"))

@@ -92,6 +92,52 @@ def test_pu_classifier_is_deterministic_for_a_seed_and_takes_a_given_prior():
     np.testing.assert_array_equal(first.predict_proba(x), again.predict_proba(x))
 
 
+def test_a_saved_estimator_loads_whole_and_pucl_predict_scores_with_it(tmp_path):
+    """`save` writes tensors and plain values: `load` (weights-only) gives back the same
+    probabilities, labels, classes, prior, pseudo-labels and parameters, and `pucl
+    predict --model FILE` scores as predict_proba does."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    x, y, s = tabular_pu(300, seed=2)
+    frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(10)])
+    labels = np.where(s == 1, "pos", "neg")  # of two labels, the greater marks P
+    fitted = PUClassifier(prior=0.4, epochs=1, head_epochs=5, members=2, neighbours=3,
+                          augment={"feature_noise": 0.05},
+                          settings={"pupl.method": "pu_kmeans"}).fit(frame, labels)
+    fitted.save(tmp_path / "clf.pt")
+    loaded = PUClassifier.load(tmp_path / "clf.pt")
+    np.testing.assert_array_equal(loaded.predict_proba(frame), fitted.predict_proba(frame))
+    assert list(loaded.predict(frame[:5])) == list(fitted.predict(frame[:5]))
+    assert list(loaded.classes_) == list(fitted.classes_) == ["neg", "pos"]
+    assert loaded.prior_ == 0.4 and loaded.get_params() == fitted.get_params()
+    assert list(loaded.feature_names_in_) == list(frame.columns)
+    assert loaded.recipe_ == fitted.recipe_ and len(loaded.members_) == 2
+    np.testing.assert_array_equal(loaded.pseudo_labels_, fitted.pseudo_labels_)
+    np.savez(tmp_path / "new.npz", x=x[:40].astype(np.float32))
+    subprocess.run([sys.executable, "-m", "pucl.cli", "predict", str(tmp_path / "new.npz"),
+                    "--out", str(tmp_path / "scores.csv"), "--model", str(tmp_path / "clf.pt"),
+                    "--no-progress"], cwd=tmp_path, check=True, capture_output=True)
+    scores = pd.read_csv(tmp_path / "scores.csv")["score"].to_numpy()
+    np.testing.assert_allclose(scores, fitted.predict_proba(x[:40])[:, 1], rtol=1e-6)
+
+
+def test_a_file_that_is_not_a_saved_estimator_is_refused_in_one_line(tmp_path):
+    import torch
+
+    from pucl.errors import DataError
+
+    torch.save({"format": "pucl.PUClassifier", "version": 99}, tmp_path / "future.pt")
+    torch.save({"state_dict": {}}, tmp_path / "model.pt")
+    for name, message in [("future.pt", "format version 99; this pucl reads version 1"),
+                          ("model.pt", "is not an estimator saved by PUClassifier.save"),
+                          ("missing.pt", "no saved estimator at")]:
+        with pytest.raises(DataError, match=message):
+            PUClassifier.load(tmp_path / name)
+
+
 def test_neighbours_smooth_the_scores_of_the_same_head():
     """neighbours = k: the same encoder and head as without, the scores averaged over each
     row and its k nearest training rows (the naive definition, tests/test_neighbours)."""

@@ -84,7 +84,7 @@ def test_sigkill_mid_epoch_then_rerun_reaches_the_uninterrupted_metrics(project)
     deadline, epoch = time.monotonic() + 300, 0
     while time.monotonic() < deadline and proc.poll() is None:
         if checkpoint.exists():
-            epoch = torch.load(checkpoint, weights_only=False)["epoch"]
+            epoch = torch.load(checkpoint, weights_only=True)["epoch"]
             if epoch >= 2:
                 proc.send_signal(signal.SIGKILL)
                 break

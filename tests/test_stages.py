@@ -298,11 +298,11 @@ def test_pretraining_members_are_the_single_runs_of_their_seeds(project, trackin
     seeds = {}
     for seed in (1, 0):
         pretrain(seed=seed)
-        seeds[seed] = torch.load(out / "model.pt", weights_only=False)["state_dict"]
+        seeds[seed] = torch.load(out / "model.pt", weights_only=True)["state_dict"]
     assert not torch.equal(seeds[0]["encoder.fc.0.weight"], seeds[1]["encoder.fc.0.weight"])
     log = pretrain(seed=None, members=2)
     assert log.stderr.count("reusing the finished pretraining") == 2  # both from the cache
-    saved = torch.load(out / "model.pt", weights_only=False)
+    saved = torch.load(out / "model.pt", weights_only=True)
     (other,) = saved["other_members"]
     assert (saved["seed"], other["seed"]) == (0, 1)
     for want, got in ((seeds[0], saved["state_dict"]), (seeds[1], other["state_dict"])):

@@ -5,20 +5,22 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import torch
 from torch import nn
 
 from pucl.classify.base import LinearHead
 from pucl.classify.heads import rebuild
 from pucl.errors import DataError
+from pucl.io import read_torch
 from pucl.models import ContrastiveModel
 
 
 def _load(path: Path, what: str, stage: str, key: str = "state_dict") -> dict:
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=False)
+        saved = read_torch(path, what, f"write it again with the {stage} stage (pucl repro)")
     except FileNotFoundError:
         raise DataError(f"missing input {path}: run the {stage} stage first") from None
+    except DataError:
+        raise
     except Exception as exc:
         raise DataError(f"cannot read {what} {path}: {type(exc).__name__}: {exc}") from None
     if not isinstance(saved, dict):
@@ -28,6 +30,19 @@ def _load(path: Path, what: str, stage: str, key: str = "state_dict") -> dict:
     if key not in saved and not legacy_head:
         raise DataError(f"{path} is not a {what} written by the {stage} stage")
     return saved
+
+
+def describe_model(model: ContrastiveModel) -> dict:
+    """A model as `model.pt` holds it: its architecture and weights, as plain values and
+    tensors (read back by `build_model`)."""
+    return {"state_dict": model.state_dict(), "encoder": model.encoder_name,
+            "in_shape": list(model.in_shape), "proj_hidden": model.proj_hidden,
+            "proj_dim": model.proj_dim}
+
+
+def build_model(saved: dict, path: Path) -> ContrastiveModel:
+    """The model a `describe_model` dict read from `path` stands for."""
+    return _build(saved, saved["state_dict"], path)
 
 
 def _build(saved: dict, state_dict: dict, path: Path) -> ContrastiveModel:

@@ -25,11 +25,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from pucl.classify.heads import rebuild
+from pucl.artifacts import build_model, describe_model
+from pucl.classify.heads import describe, rebuild
 from pucl.classify.objectives import TrainingRows
 from pucl.data.inputs import as_model_input
 from pucl.data.split import unlabeled_rows
-from pucl.errors import ParamsError
+from pucl.errors import DataError, ParamsError
+from pucl.io import jsonable, read_torch, write_torch
 from pucl.recipe import Recipe, seed_everything
 from pucl.recipe.classifier import fit_classifiers
 from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
@@ -46,6 +48,9 @@ from pucl.settings import (
     SplitParams,
 )
 
+# What `save` writes: a dict of tensors and plain values, read with torch's weights-only
+# unpickler. The version moves when the layout does; `load` refuses other versions.
+SAVED_FORMAT, SAVED_VERSION = "pucl.PUClassifier", 1
 _PRIOR, _PRETRAIN, _CLASSIFIER, _EVALUATE = (PriorParams(), PretrainParams(),
                                               ClassifierParams(), EvaluateParams())
 # The estimator's own parameters and the params.yaml setting each one is.
@@ -119,10 +124,6 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     pseudo_labels_ : ndarray
         PUPL's labels of the training rows, when the objective reads them.
     """
-
-    # what estimators pickled before these parameters existed did
-    members, shift, features, finetune_epochs, finetune_lr = 1, 0, "encoder", 0, 5e-4
-    scenario, settings, device = "single_dataset", None, "cpu"
 
     def __init__(self, prior: str | float = _PRIOR.method, loss: str = _PRETRAIN.loss,
                  encoder: str = _PRETRAIN.encoder, epochs: int = _PRETRAIN.epochs,
@@ -356,11 +357,10 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         """[P(y = 0 | x), P(y = 1 | x)] per row, averaged over encoders and views."""
         check_is_fitted(self, "head_")
         x = self._inputs(X, reset=False)
-        recipe = getattr(self, "recipe_", None) or self._recipe()  # pickled before recipes
         # the test-time views are the current mirror and shift (set_params after fit works)
-        recipe = replace(recipe, evaluate=recipe.evaluate.model_copy(update={
+        recipe = replace(self.recipe_, evaluate=self.recipe_.evaluate.model_copy(update={
             "tta": "hflip" if self.mirror else "none", "tta_shift": self.shift}))
-        members = getattr(self, "members_", None) or [(self.model_, self.head_)]
+        members = self.members_
         device = resolve_device(self.device)
         features = view_features(recipe, members, x, recipe.classifier.features, device)
         scores = member_scores([head for _, head in members], features, device)
@@ -375,3 +375,66 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "head_")
         return self.classes_[(self.predict_proba(X)[:, 1] >= self.threshold).astype(int)]
+
+    # -- saving ------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> None:
+        """Write the fitted estimator to `path` (a `.pt` file, written whole or not at all)
+        as tensors and plain values: `PUClassifier.load(path)` and `pucl predict --model
+        PATH` read it back without unpickling any object, so a file from someone else
+        cannot run code (unlike pickle or joblib, which run whatever the file names)."""
+        check_is_fitted(self, "head_")
+        write_torch(Path(path), {
+            "format": SAVED_FORMAT, "version": SAVED_VERSION,
+            "params": jsonable(self.get_params(deep=False)), "recipe": self.recipe_.to_dict(),
+            "seed": self.recipe_.seed, "classes": self.classes_.tolist(),
+            "prior": float(self.prior_), "n_features_in": int(self.n_features_in_),
+            "feature_names_in": (self.feature_names_in_.tolist()
+                                 if hasattr(self, "feature_names_in_") else None),
+            "members": [{"model": describe_model(model), "head": describe(head)}
+                        for model, head in self.members_],
+            "pseudo_labels": (torch.as_tensor(self.pseudo_labels_)
+                              if hasattr(self, "pseudo_labels_") else None)})
+
+    @classmethod
+    def load(cls, path: str | Path) -> PUClassifier:
+        """The estimator `save` wrote to `path`; a file of anything else, or holding more
+        than tensors and plain values, is refused with one line (pucl.errors.DataError)."""
+        path = Path(path)
+        try:
+            state = read_torch(path, "saved estimator", "fit it again and save it with "
+                               "PUClassifier.save")
+        except FileNotFoundError:
+            raise DataError(f"no saved estimator at {path}") from None
+        except DataError:
+            raise
+        except Exception as exc:  # a torch archive's own errors: truncated, not a zip
+            raise DataError(f"cannot read the saved estimator {path}: "
+                            f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(state, dict) or state.get("format") != SAVED_FORMAT:
+            raise DataError(f"{path} is not an estimator saved by PUClassifier.save")
+        if state.get("version") != SAVED_VERSION:
+            raise DataError(f"{path} holds a saved estimator of format version "
+                            f"{state.get('version')!r}; this pucl reads version "
+                            f"{SAVED_VERSION}: fit it again and save it")
+        try:
+            return cls._from_state(state, path)
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise DataError(f"the saved estimator {path} is inconsistent: "
+                            f"{type(exc).__name__}: {exc}") from None
+
+    @classmethod
+    def _from_state(cls, state: dict, path: Path) -> PUClassifier:
+        estimator = cls(**state["params"])
+        estimator.recipe_ = Recipe.from_dict(state["recipe"], state["seed"])
+        estimator.classes_ = np.asarray(state["classes"])
+        estimator.prior_ = state["prior"]
+        estimator.n_features_in_ = state["n_features_in"]
+        if state["feature_names_in"] is not None:
+            estimator.feature_names_in_ = np.asarray(state["feature_names_in"], dtype=object)
+        estimator.members_ = [(build_model(member["model"], path), rebuild(member["head"]))
+                              for member in state["members"]]
+        estimator.model_, estimator.head_ = estimator.members_[0]
+        if state["pseudo_labels"] is not None:
+            estimator.pseudo_labels_ = state["pseudo_labels"].numpy()
+        return estimator

@@ -60,11 +60,44 @@ def write_torch(path: Path, obj: Any) -> None:
         torch.save(obj, f)
 
 
-def _jsonable(value: Any) -> Any:
+def read_torch(path: Path, what: str, rebuild: str) -> Any:
+    """A file written by `write_torch`, read with torch's weights-only unpickler: tensors,
+    numbers, strings and their containers only, so no file can run code when pucl loads
+    it. A file holding anything else (a crafted pickle, another program's file) gets a
+    one-line DataError that names it and says how to `rebuild` it; a missing file raises
+    FileNotFoundError, other read failures raise as torch raised them."""
+    import pickle
+    import warnings
+
+    import torch
+
+    try:
+        with warnings.catch_warnings():  # its note on a foreign file's protocol: said below
+            warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise DataError(f"refused {what} {path}: it holds more than tensors and plain "
+                        f"values ({_refusal(exc)}), and loading it could run code from it; "
+                        f"{rebuild}") from None
+
+
+def _refusal(exc: Exception) -> str:
+    """The reason inside torch's weights-only message, without its advice to load the
+    file unsafely: the first sentence that is not that advice."""
+    text = str(exc).split("WeightsUnpickler error:")[-1]
+    for paragraph in text.split("\n\n"):
+        reason = paragraph.strip().split(". ")[0].strip().rstrip(".")
+        if reason and not reason.startswith(("Weights only load failed", "Check the doc")):
+            return reason.splitlines()[0]
+    return type(exc).__name__
+
+
+def jsonable(value: Any) -> Any:
+    """`value` in JSON's types: numpy numbers as Python's, tuples as lists, NaN as None."""
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, (np.floating, float)):
         return float(value) if np.isfinite(value) else None
     if isinstance(value, np.integer):
@@ -76,7 +109,7 @@ def _jsonable(value: Any) -> Any:
 
 def write_json(path: Path, data: dict) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(_jsonable(data), indent=2, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps(jsonable(data), indent=2, sort_keys=True) + "\n")
 
 
 def write_table(path: Path, frame: pd.DataFrame) -> None:

@@ -29,7 +29,7 @@ OUTPUT_SUFFIXES = (".csv", ".parquet")
 
 
 MODEL_FORMS = ("NAME", "NAME@ALIAS", "NAME/VERSION", "a run directory", "a run name",
-               "runs:/RUN_ID", "models:/...")
+               "a file of PUClassifier.save", "runs:/RUN_ID", "models:/...")
 
 
 class RunClassifier:
@@ -44,6 +44,20 @@ class RunClassifier:
 
         with torch.no_grad():
             return self.module(torch.as_tensor(x)).numpy()
+
+
+class EstimatorClassifier:
+    """A PUClassifier saved by `PUClassifier.save`, scored as a pyfunc model is: P(y = 1 |
+    x) by the estimator's own predict_proba."""
+
+    def __init__(self, path: Path):
+        from pucl.estimators import PUClassifier
+
+        self.estimator = PUClassifier.load(path)
+        self.in_shape = tuple(self.estimator.model_.in_shape)
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return self.estimator.predict_proba(x)[:, 1]
 
 
 def open_run(directory: Path) -> RunClassifier:
@@ -82,6 +96,8 @@ def open_model(reference: str, uri: str | None, runs: Path | None = None) -> tup
     path = Path(reference).expanduser()
     if path.is_dir():
         return open_run(path.resolve()), f"run {path}"
+    if path.is_file():
+        return EstimatorClassifier(path), f"estimator {path}"
     client, registry_error, store_error = None, None, None
     if uri is not None:
         try:
@@ -139,7 +155,7 @@ def read_inputs(path: Path) -> Inputs:
 def input_shape(model: Any) -> tuple[int, ...] | None:
     """The per-row shape the model takes: a run's own, or what an MLflow model's
     signature declares (None without one)."""
-    if isinstance(model, RunClassifier):
+    if isinstance(model, RunClassifier | EstimatorClassifier):
         return model.in_shape
     schema = model.metadata.get_input_schema()
     if schema is None or not schema.inputs:

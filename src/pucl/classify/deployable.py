@@ -33,13 +33,10 @@ class ServedClassifier(nn.Module):
 
     def members(self) -> Iterator[tuple[nn.Module, nn.Module]]:
         yield self.encoder, self.head
-        # classifiers pickled before members existed have no such attributes
-        yield from zip(getattr(self, "other_encoders", ()), getattr(self, "other_heads", ()),
-                       strict=True)
+        yield from zip(self.other_encoders, self.other_heads, strict=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # classifiers pickled before translated views existed have no `shift`
-        views = [normalize(v) for v in tta_views(x, self.mirror, getattr(self, "shift", 0))]
+        views = [normalize(v) for v in tta_views(x, self.mirror, self.shift)]
         scores = [torch.softmax(head(encoder(view)), dim=1)[:, 1]
                   for encoder, head in self.members() for view in views]
         return torch.stack(scores).mean(dim=0)

@@ -235,8 +235,9 @@ def predict(
     out_file: Annotated[str, typer.Option("--out", help="scores: .csv or .parquet")],
     model: Annotated[str | None, typer.Option(
         help="a registered model (NAME, NAME@ALIAS, NAME/VERSION), a pipeline run (its "
-             "directory, e.g. data/runs/NAME, or its name) or an MLflow URI (runs:/..., "
-             "models:/...); default: tracking.registered_model@champion")] = None,
+             "directory, e.g. data/runs/NAME, or its name), a file of PUClassifier.save "
+             "or an MLflow URI (runs:/..., models:/...); default: "
+             "tracking.registered_model@champion")] = None,
     threshold: Annotated[float, typer.Option(
         help="label = 1 when the score P(y=1|x) is at least this")] = 0.5,
     tracking_uri: Annotated[str | None, typer.Option(
@@ -267,8 +268,8 @@ def predict(
         reference = reference or f"{params.tracking.registered_model}@{tracking.CHAMPION}"
         runs = root / params.paths.runs
     elif reference is None:
-        _fail("outside a project: give --model (a run directory, NAME@ALIAS with "
-              "--tracking-uri, or an MLflow URI)")
+        _fail("outside a project: give --model (a run directory, a file of "
+              "PUClassifier.save, NAME@ALIAS with --tracking-uri, or an MLflow URI)")
     try:
         serving.check_output(target)
         data = serving.read_inputs(_typed(inputs))

@@ -47,10 +47,28 @@ def _download(name: str, root: str) -> None:
         raise DataError(f"downloading {name} into {root} failed: {exc}") from None
 
 
+class _CifarUnpickler(pickle.Unpickler):
+    """CIFAR-10's python batches are pickled dicts of bytes, lists and one numpy array.
+    Only the globals that rebuild those load (numpy's array and dtype, and Python 3's
+    encoding of bytes in old protocols); a crafted file naming any other (a function to
+    call) is refused before anything from it runs."""
+
+    ALLOWED = {("numpy._core.multiarray", "_reconstruct"), ("numpy", "ndarray"),
+               ("numpy", "dtype"), ("_codecs", "encode")}
+    RENAMED = {"numpy.core.multiarray": "numpy._core.multiarray"}  # numpy 1's name
+
+    def find_class(self, module: str, name: str):
+        module = self.RENAMED.get(module, module)
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"it names {module}.{name}, which a CIFAR-10 batch "
+                                         "never holds (refused: loading it could run code)")
+        return super().find_class(module, name)
+
+
 def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         with open(path, "rb") as fh:
-            batch = pickle.load(fh, encoding="bytes")
+            batch = _CifarUnpickler(fh, encoding="bytes").load()
         data, labels = batch[b"data"], batch[b"labels"]
     except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError) as exc:
         raise DataError(f"{path} is not a CIFAR-10 batch ({type(exc).__name__}: {exc})") from None

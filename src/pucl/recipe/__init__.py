@@ -68,7 +68,12 @@ class Recipe:
     def from_settings(cls, settings: dict[str, Any], seed: int = 0) -> Recipe:
         """A recipe from dotted settings over the defaults ({"pretrain.epochs": 20,
         "prior.heldout.folds": 5}), checked as params.yaml is: one-line ParamsError."""
-        raw = apply_overrides({}, settings)
+        return cls.from_dict(apply_overrides({}, settings), seed)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], seed: int = 0) -> Recipe:
+        """A recipe from nested sections over the defaults ({"pretrain": {"epochs": 20}};
+        `to_dict`'s form), checked as params.yaml is: one-line ParamsError."""
         unknown = sorted(set(raw) - set(SECTIONS))
         if unknown:
             raise ParamsError(unknown_parameter(unknown[0], SECTIONS))
@@ -82,6 +87,10 @@ class Recipe:
 
         check_methods(recipe)
         return recipe
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every section as plain values (JSON's types), for `from_dict`."""
+        return {name: getattr(self, name).model_dump(mode="json") for name in SECTIONS}
 
 
 def _validated(model: type[BaseModel], raw: Any, name: str) -> BaseModel:

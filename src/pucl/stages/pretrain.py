@@ -39,8 +39,10 @@ import torch
 import pucl.data.augment as augment_module
 import pucl.recipe as recipe_package
 import pucl.recipe.pretraining as recipe_module
+from pucl.artifacts import describe_model
+from pucl.errors import DataError
 from pucl.figures import loss_figure
-from pucl.io import atomic_path, save_figure, write_table, write_torch
+from pucl.io import atomic_path, read_torch, save_figure, write_table, write_torch
 from pucl.pretraining.loop import EpochStats
 from pucl.recipe import Recipe
 from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain, resolve_encoder
@@ -105,7 +107,9 @@ def load_resume_state(path, expected: str) -> dict | None:
     if not path.exists():
         return None
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = read_torch(path, "checkpoint", "delete it to train from epoch 0")
+    except DataError:
+        raise  # not a checkpoint pucl wrote: refused, not silently replaced
     except Exception as exc:
         print(f"pucl pretrain: ignoring unreadable checkpoint {path} ({type(exc).__name__}); "
               "starting from epoch 0", file=sys.stderr)
@@ -191,9 +195,8 @@ def train_and_save(ctx: StageContext, recipe: Recipe, images, is_labeled, checkp
                              load_resume_state(checkpoint, fp), on_epoch)
     p = recipe.pretrain
     write_torch(ctx.path("pretrain", "model.pt"), {
-        "state_dict": model.state_dict(), "encoder": model.encoder_name,
-        "in_shape": list(model.in_shape), "proj_hidden": p.proj_hidden, "proj_dim": p.proj_dim,
-        "loss": p.loss, "method": p.method, "classifier": result.classifier, "seed": seed})
+        **describe_model(model), "loss": p.loss, "method": p.method,
+        "classifier": result.classifier, "seed": seed})
     frame = pd.DataFrame([h.to_dict() for h in result.history])
     write_history(ctx, frame)
     return frame
@@ -223,7 +226,8 @@ def pretrain_member(ctx: StageContext, recipe: Recipe, k: int, seed: int, last: 
                                ctx.path("pretrain", "checkpoint.pt"), fp, prior, seed, suffix)
         store_in_cache(ctx, entry)
         reused = None
-    saved = torch.load(ctx.path("pretrain", "model.pt"), map_location="cpu", weights_only=False)
+    saved = read_torch(ctx.path("pretrain", "model.pt"), "model",
+                       "delete it and its paths.pretrain_cache entry, then rerun pretrain")
     return {**saved, "seed": seed}, frame, reused
 
 

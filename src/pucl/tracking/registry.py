@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
 from pucl.tracking.runs import first_line
 from pucl.tracking.store import StoreUnavailable, existing_client
@@ -85,13 +86,50 @@ def resolve_version(client: Any, reference: str) -> tuple[str, str]:
     return name, str(version)
 
 
-def load_version(uri: str, name: str, version: str) -> Any:
-    """The registered version as an MLflow pyfunc model."""
+class UnsafeModel(PuclError):
+    """An MLflow model whose loading could run code that came with it."""
+
+
+def check_loadable(model_uri: str) -> None:
+    """Refuse, before anything of it loads, an MLflow model that could run code of its
+    own: pucl loads only what it logs, the pytorch flavour served by mlflow.pytorch with
+    no code directory. Its weights MLflow checks to be pickle-free, as pucl runs it with
+    pickle loading off (pucl.environment)."""
+    from mlflow.models import get_model_info
+
+    quiet_defaults()  # MLflow's pickle loading off for the load that follows
+    flavors = get_model_info(model_uri).flavors
+    pyfunc, torch_flavor = flavors.get("python_function") or {}, flavors.get("pytorch") or {}
+    loader = pyfunc.get("loader_module")
+    code = pyfunc.get("code") or torch_flavor.get("code")
+    if loader != "mlflow.pytorch" or not torch_flavor or code:
+        why = (f"it carries code ({code})" if code else
+               f"its flavours are {sorted(flavors)} with loader {loader!r}")
+        raise UnsafeModel(f"refused model {model_uri}: {why}, and loading it could run that "
+                          "code; pucl loads the pytorch models it logs (allowed: a model "
+                          "logged by pucl repro, pucl run or pucl retrain)")
+
+
+def _load_pyfunc(model_uri: str) -> Any:
+    """`model_uri` as a pyfunc model, once `check_loadable` let it through; a model saved
+    as a pickle (MLflow's other pytorch format) is refused as MLflow refuses it."""
     import mlflow.pyfunc
 
-    with use_tracking_uri(uri):
-        return mlflow.pyfunc.load_model(f"models:/{name}/{version}")
+    check_loadable(model_uri)
+    try:
+        return mlflow.pyfunc.load_model(model_uri)
+    except Exception as exc:
+        if "using pickle is disallowed" not in str(exc):
+            raise
+        raise UnsafeModel(f"refused model {model_uri}: it is saved as a pickle, and loading "
+                          "it could run code from it; log it again as pucl does, as a "
+                          "torch.export program (pucl retrain, or pucl repro)") from None
 
+
+def load_version(uri: str, name: str, version: str) -> Any:
+    """The registered version as an MLflow pyfunc model."""
+    with use_tracking_uri(uri):
+        return _load_pyfunc(f"models:/{name}/{version}")
 
 
 
@@ -100,13 +138,13 @@ def load_uri(uri: str, model_uri: str) -> Any:
     as a pyfunc model, or one line saying why not. runs:/RUN_ID also names the
     classifier a pucl run logged: the stage run's own (its `model_uri` tag), or a pipeline
     run's (its evaluate stage's)."""
-    import mlflow.pyfunc
-
     if model_uri.startswith("runs:/"):
         model_uri = _logged_by_run(open_registry(uri), model_uri)
     try:
         with use_tracking_uri(uri):
-            return mlflow.pyfunc.load_model(model_uri)
+            return _load_pyfunc(model_uri)
+    except UnsafeModel:
+        raise
     except Exception as exc:  # MlflowException, OSError: whatever the URI named is not there
         raise ModelNotFound(f"model {model_uri} cannot be loaded from {uri} "
                             f"({first_line(exc)})") from None
