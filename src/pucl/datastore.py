@@ -10,6 +10,7 @@ dataset directory serialises writers.
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +34,7 @@ from pucl.data.tracked import (
     read_batch,
     read_holdout,
 )
-from pucl.errors import DataError, PuclError
+from pucl.errors import DataError, PuclError, disk_full
 from pucl.io import atomic_path
 
 LOCK_TIMEOUT_S = 5.0
@@ -135,27 +136,88 @@ def read_source_batch(path: Path, like: np.ndarray) -> Batch:
 
 # -- creating and growing the dataset ---------------------------------------------------
 
+class _Failures(logging.Handler):
+    """The errors DVC logs instead of raising (a cache transfer that failed)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.errors: list[BaseException] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.errors.append(record.exc_info[1])
+
+
+def _not_in_cache(repo, records: list[Path], root: Path) -> list[str]:
+    """The outputs of these .dvc files whose content is not (all) in DVC's cache."""
+    status = repo.status(targets=[str(r.relative_to(root)) for r in records])
+    return sorted(path for changes in status.values() for change in changes
+                  if isinstance(change, dict)
+                  for path, state in (change.get("changed outs") or {}).items()
+                  if state == "not in cache")
+
+
 def _dvc_add(root: Path, targets: list[Path]) -> None:
-    """Record the files as a new DVC version (`dvc add`; their .dvc files sit beside them)."""
+    """Record the files as a new DVC version (`dvc add`; their .dvc files sit beside them).
+    All or nothing: when DVC fails, or records a version whose content it could not copy
+    into its cache (it logs a failed transfer, on a full disk say, and carries on), the
+    .dvc files are put back as they were and the error raised (DiskFull for a full disk)."""
     if not (root / ".dvc").is_dir():
         raise DataError(f"{root} is not a DVC repository (run: dvc init): the tracked dataset "
                         "is versioned by DVC")
-    import logging
-
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
+    records = [t.with_name(f"{t.name}.dvc") for t in targets]
+    before = {r: r.read_bytes() if r.exists() else None for r in records}
+    failures = _Failures()
+    try:
+        with _dvc_logs(failures), Repo(str(root)) as repo:
+            repo.add([str(t.relative_to(root)) for t in targets])
+            missing = _not_in_cache(repo, records, root)
+        if missing:
+            full = next(filter(None, map(disk_full, failures.errors)), None)
+            raise full or DataError(f"dvc add could not copy {', '.join(missing)} into its "
+                                    "cache (see DVC's error above); nothing was recorded")
+    except DvcException as exc:
+        _restore(before)
+        raise disk_full(exc) or DataError(f"dvc add {' '.join(map(str, targets))} failed: "
+                                          f"{str(exc).splitlines()[0]}") from None
+    except BaseException:
+        _restore(before)
+        raise
+
+
+@contextmanager
+def _dvc_logs(failures: _Failures) -> Iterator[None]:
+    """DVC's warnings and errors as usual, without its hints (git add ...: pucl prints its
+    own summary); the errors of its transfer libraries go to `failures` only, since pucl
+    reports a failed copy itself, in one line."""
     dvc_log = logging.getLogger("dvc")
     level = dvc_log.level
-    dvc_log.setLevel(logging.WARNING)  # DVC's hints (git add ...); pucl prints its summary
+    dvc_log.setLevel(logging.WARNING)
+    dvc_log.addHandler(failures)
+    quiet = [logging.getLogger(name) for name in ("dvc_data", "dvc_objects")]
+    saved = [(log.handlers[:], log.propagate) for log in quiet]
+    for log in quiet:
+        log.handlers, log.propagate = [failures], False
     try:
-        with Repo(str(root)) as repo:
-            repo.add([str(t.relative_to(root)) for t in targets])
-    except DvcException as exc:
-        raise DataError(f"dvc add {' '.join(map(str, targets))} failed: "
-                        f"{str(exc).splitlines()[0]}") from None
+        yield
     finally:
+        dvc_log.removeHandler(failures)
         dvc_log.setLevel(level)
+        for log, (handlers, propagate) in zip(quiet, saved, strict=True):
+            log.handlers, log.propagate = handlers, propagate
+
+
+def _restore(files: dict[Path, bytes | None]) -> None:
+    """Put files back as they were (absent where they were absent)."""
+    for path, content in files.items():
+        if content is None:
+            path.unlink(missing_ok=True)
+        else:
+            with atomic_path(path) as tmp:
+                tmp.write_bytes(content)
 
 
 def initial_batch(params: Params, source: str, data_root: Path) -> tuple[Batch, Holdout]:

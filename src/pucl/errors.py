@@ -1,6 +1,7 @@
 """Errors a user can cause. The CLI and stages print them as one line and exit 2, with
 the traceback above it when PUCL_DEBUG=1."""
 
+import errno
 import os
 
 DEBUG_ENV = "PUCL_DEBUG"
@@ -24,6 +25,29 @@ class ParamsError(PuclError):
 
 class DataError(PuclError):
     """Missing, unreadable or inconsistent data."""
+
+
+class DiskFull(PuclError):
+    """The disk filled up during a write. pucl writes each file whole or not at all
+    (pucl.io.atomic_path), so what was written before is intact."""
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(exc: BaseException | None) -> DiskFull | None:
+    """A DiskFull for `exc` when it, or an error it was raised from or during, is a full
+    disk (libraries such as torch and DVC wrap the OSError in errors of their own)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+            where = f" writing {exc.filename}" if exc.filename else ""
+            return DiskFull(f"no space left on the device{where} ({os.strerror(exc.errno)}); "
+                            "free some space and run it again: the files written before "
+                            "are intact, and no file is half-written")
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def did_you_mean(name: object, allowed, prefix: str = "") -> str:

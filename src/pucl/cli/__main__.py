@@ -1,5 +1,5 @@
 """`python -m pucl.cli`: the same as the `pucl` command."""
 
-from pucl.cli import app
+from pucl.cli import main
 
-app()
+main()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +16,7 @@ from rich.table import Table
 
 from pucl import tracking
 from pucl.environment import quiet_defaults
-from pucl.errors import PuclError, debugging
+from pucl.errors import PuclError, debugging, disk_full
 
 app = typer.Typer(help="Contrastive PU learning pipeline (DVC stages, MLflow tracking).",
                   no_args_is_help=True, add_completion=False,
@@ -30,6 +32,11 @@ SetOption = Annotated[list[str] | None, typer.Option(
 def _fail(message: str, code: int = 2) -> None:
     """One line on stderr and exit `code`; under PUCL_DEBUG=1 the traceback of the error
     being handled comes first."""
+    _tell(message)
+    raise typer.Exit(code)
+
+
+def _tell(message: str) -> None:
     from rich.markup import escape
 
     if debugging() and sys.exc_info()[0] is not None:
@@ -37,7 +44,20 @@ def _fail(message: str, code: int = 2) -> None:
 
         traceback.print_exc()
     err.print(f"[red]pucl: error:[/red] {escape(message)}", highlight=False)
-    raise typer.Exit(code)
+
+
+@contextmanager
+def fail_on_full_disk() -> Iterator[None]:
+    """A full disk (pucl.errors.disk_full), however deep it was raised, as one line and
+    exit 2; any other error as before."""
+    try:
+        yield
+    except Exception as exc:
+        full = disk_full(exc)
+        if full is None:
+            raise
+        _tell(str(full))  # outside the app: exit as a program, not as a Typer command
+        raise SystemExit(full.exit_code) from None
 
 
 def _metrics_table(path: Path) -> Table | None:

@@ -18,7 +18,7 @@ from typing import Any
 from pucl import tracking
 from pucl.config import Params, load_params
 from pucl.environment import quiet_defaults
-from pucl.errors import DEBUG_ENV, PuclError, debugging
+from pucl.errors import DEBUG_ENV, PuclError, debugging, disk_full
 from pucl.interrupts import end_on_sigterm, run_status
 from pucl.recipe.checks import check_methods, chosen_settings
 from pucl.runtime import configure
@@ -167,6 +167,10 @@ def main_for(name: str, run: Callable[[StageContext], dict]) -> None:
     except Exception as exc:
         if debug:
             traceback.print_exc()
+        full = disk_full(exc)
+        if full is not None:
+            print(f"pucl {name}: error: {full}", file=sys.stderr)
+            sys.exit(full.exit_code)
         first = str(exc).splitlines()[0] if str(exc) else ""
         print(f"pucl {name}: internal error: {type(exc).__name__}: {first} "
               f"(set {DEBUG_ENV}=1 for the traceback)", file=sys.stderr)

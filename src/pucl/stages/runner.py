@@ -109,11 +109,16 @@ def run_pipeline(params: Params, workdir: Path, name: str, tags: dict | None = N
                  parent_run_id: str | None = None,
                  stage_call: StageCall = call_stage) -> PipelineResult:
     """All stages in order with outputs under `workdir`, grouped under one parent MLflow
-    run named `name` (itself nested under `parent_run_id`, e.g. a sweep)."""
+    run named `name` (itself nested under `parent_run_id`, e.g. a sweep). Another run in
+    the same directory at the same time is refused at once (LockedError): two runs
+    writing one directory would mix their outputs."""
+    from pucl.datastore import exclusive
     from pucl.stages._harness import pipeline_run
 
-    write_snapshot(params, workdir)
-    with pipeline_run(params, name, entry, tags, parent_run_id) as parent:
+    lock = workdir.with_name(f".{workdir.name}.lock")
+    with exclusive(lock, f"run named {name!r}", timeout=0), \
+            pipeline_run(params, name, entry, tags, parent_run_id) as parent:
+        write_snapshot(params, workdir)
         parent.log_artifact(workdir / "params.yaml")
         result = PipelineResult(name, workdir, parent.run_id)
         for stage in STAGES:
