@@ -65,12 +65,17 @@ def read_torch(path: Path, what: str, rebuild: str) -> Any:
     numbers, strings and their containers only, so no file can run code when pucl loads
     it. A file holding anything else (a crafted pickle, another program's file) gets a
     one-line DataError that names it and says how to `rebuild` it; a missing file raises
-    FileNotFoundError, other read failures raise as torch raised them."""
+    FileNotFoundError, other read failures (a truncated archive) raise as torch raised
+    them."""
     import pickle
     import warnings
+    import zipfile
 
     import torch
 
+    if Path(path).is_file() and not zipfile.is_zipfile(path):
+        raise DataError(f"cannot read {what} {path}: it is not a file torch.save wrote (not "
+                        f"a zip archive); {rebuild}")
     try:
         with warnings.catch_warnings():  # its note on a foreign file's protocol: said below
             warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)

@@ -1,6 +1,8 @@
-"""A disk that fills up during a stage's write or during `pucl data add`: one line, exit 2,
-and what was there before is intact (no half-written file, no lost or half-recorded batch).
-The full disk is real: a small tmpfs mounted over the directory written to (root only)."""
+"""Faults of the machine and of concurrent use. A disk that fills up during a stage's write
+or during `pucl data add`: one line, exit 2, and what was there before is intact (no
+half-written file, no lost or half-recorded batch); the full disk is real, a small tmpfs
+mounted over the directory written to (root only). Two runs of one name at once: the
+second is refused."""
 
 from __future__ import annotations
 
@@ -115,3 +117,18 @@ def test_data_add_on_a_full_disk_records_nothing_and_the_next_add_works(tmp_path
     assert (project / "data/dataset/batches.dvc").read_bytes() == record
     again = subprocess.run(add, cwd=project, capture_output=True, text=True)
     assert again.returncode == 0 and "batch 00001" in again.stdout, again.stderr
+
+
+def test_a_second_run_of_the_same_name_is_refused_while_the_first_runs(project):
+    """Two runs writing one directory would mix their outputs: while a run holds its
+    directory, another of that name stops at once and touches nothing."""
+    from pucl.datastore import LockedError, exclusive
+    from pucl.stages.runner import resolve_params, run_directory, run_pipeline
+
+    params = resolve_params(project)
+    workdir = run_directory(project, params, "mine")
+    with exclusive(workdir.with_name(".mine.lock"), "the first run"):  # as the first holds it
+        with pytest.raises(LockedError, match=r"another run named 'mine' is running \(lock "
+                                              r".*\.mine\.lock\); try again when"):
+            run_pipeline(params, workdir, "mine")
+    assert not workdir.exists()
