@@ -127,8 +127,8 @@ def test_a_second_run_of_the_same_name_is_refused_while_the_first_runs(project):
 
     params = resolve_params(project)
     workdir = run_directory(project, params, "mine")
-    with exclusive(workdir.with_name(".mine.lock"), "the first run"):  # as the first holds it
-        with pytest.raises(LockedError, match=r"another run named 'mine' is running \(lock "
-                                              r".*\.mine\.lock\); try again when"):
-            run_pipeline(params, workdir, "mine")
+    refused = pytest.raises(LockedError, match=r"another run named 'mine' is running \(lock "
+                                               r".*\.mine\.lock\); try again when")
+    with exclusive(workdir.with_name(".mine.lock"), "the first run"), refused:  # as a run does
+        run_pipeline(params, workdir, "mine")
     assert not workdir.exists()
