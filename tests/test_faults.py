@@ -89,9 +89,10 @@ def test_a_stage_on_a_full_disk_stops_in_one_line_and_keeps_its_outputs(finished
     assert after == before and "head.pt" in before  # whole files, none half-written
 
 
-@needs_mount
-def test_data_add_on_a_full_disk_records_nothing_and_the_next_add_works(tmp_path,
-                                                                         monkeypatch):
+@pytest.fixture
+def tracked(tmp_path, monkeypatch) -> Path:
+    """A project on a tracked dataset of 1,500 rows (`pucl data init`), and `batch.npz`:
+    600 more rows to add."""
     from typer.testing import CliRunner
 
     from pucl.cli import app
@@ -105,18 +106,50 @@ def test_data_add_on_a_full_disk_records_nothing_and_the_next_add_works(tmp_path
     result = CliRunner().invoke(app, ["data", "init", "--rows", "1500", "--rest", "rest.npz"])
     assert result.exit_code == 0, result.output
     rest = np.load(project / "rest.npz")
-    np.savez(tmp_path / "batch.npz", **{k: rest[k][:600] for k in rest.files})
-    record = (project / "data/dataset/batches.dvc").read_bytes()
-    add = [sys.executable, "-m", "pucl.cli", "data", "add", str(tmp_path / "batch.npz")]
-    with nearly_full(project / ".dvc/cache", free=64 * 1024):
-        full = subprocess.run(add, cwd=project, capture_output=True, text=True)
+    np.savez(project / "batch.npz", **{k: rest[k][:600] for k in rest.files})
+    return project
+
+
+def add(project: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pucl.cli", "data", "add", "batch.npz"],
+                          cwd=project, capture_output=True, text=True)
+
+
+def batches(project: Path) -> list[str]:
+    return sorted(p.name for p in (project / "data/dataset/batches").iterdir())
+
+
+@needs_mount
+def test_data_add_on_a_full_disk_records_nothing_and_the_next_add_works(tracked):
+    record = (tracked / "data/dataset/batches.dvc").read_bytes()
+    with nearly_full(tracked / ".dvc/cache", free=64 * 1024):
+        full = add(tracked)
     assert full.returncode == 2, full.stderr
     lines = full.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pucl: error: no space left on the device")
-    assert sorted(p.name for p in (project / "data/dataset/batches").iterdir()) == ["00000.npz"]
-    assert (project / "data/dataset/batches.dvc").read_bytes() == record
-    again = subprocess.run(add, cwd=project, capture_output=True, text=True)
+    assert batches(tracked) == ["00000.npz"]
+    assert (tracked / "data/dataset/batches.dvc").read_bytes() == record
+    again = add(tracked)
     assert again.returncode == 0 and "batch 00001" in again.stdout, again.stderr
+
+
+def test_a_batch_an_interrupted_add_left_unrecorded_is_removed_not_kept(tracked):
+    """A kill between writing the batch and `dvc add` leaves a file DVC never recorded:
+    the next add (or retrain) removes it and says so, so the batch is added once."""
+    from pucl.datastore import current_version
+
+    first = tracked / "data/dataset/batches/00000.npz"
+    shutil.copyfile(first, first.with_name("00001.npz"))  # what the killed add wrote
+    done = add(tracked)
+    assert done.returncode == 0, done.stderr
+    assert "removed" in done.stderr and "00001.npz: an interrupted `pucl data add`" in done.stderr
+    assert "batch 00001" in done.stdout and batches(tracked) == ["00000.npz", "00001.npz"]
+    added = np.load(tracked / "data/dataset/batches/00001.npz")
+    assert len(added["pu"]) == 600  # the new batch, not the leftover copy
+    assert current_version(tracked / "data/dataset").rows == 2100
+    status = subprocess.run([sys.executable, "-m", "dvc", "status", "data/dataset/batches.dvc"],
+                            cwd=tracked, capture_output=True, text=True).stdout
+    assert "up to date" in status
 
 
 def test_a_second_run_of_the_same_name_is_refused_while_the_first_runs(project):

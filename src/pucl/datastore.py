@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -371,6 +372,45 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
         np.savez_compressed(fh, **arrays)
 
 
+def discard_interrupted_add(root: Path, directory: Path) -> list[Path]:
+    """Remove the batch files that DVC's record of the dataset does not list: what a `pucl
+    data add` killed between writing its batch and `dvc add` left behind. That add never
+    happened (its command failed), so its file goes, and adding the same source again
+    adds it once. Holds the dataset's lock: an add still running is waited for, never
+    undone. Returns the files removed (each also said on stderr)."""
+    with exclusive(_lock(directory), "change of the dataset"):
+        return _discard_unrecorded(root, directory)
+
+
+def _discard_unrecorded(root: Path, directory: Path) -> list[Path]:
+    record = directory / f"{BATCHES}.dvc"
+    listed = _recorded_files(root, record) if record.exists() else None
+    if listed is None:  # no record yet, or DVC cannot read it: nothing to compare with
+        return []
+    extra = [f for f in batch_files(directory) if f.name not in listed]
+    for file in extra:
+        file.unlink()
+        print(f"pucl: removed {file}: an interrupted `pucl data add` wrote it and never "
+              "recorded it with DVC (add its source again if it is not added since)",
+              file=sys.stderr)
+    return extra
+
+
+def _recorded_files(root: Path, record: Path) -> set[str] | None:
+    """The relative names of the files a directory's .dvc record lists (from DVC's cache),
+    None when DVC cannot say."""
+    from dvc.repo import Repo
+    from dvc_data.hashfile.tree import Tree
+
+    try:
+        with Repo(str(root)) as repo:
+            (stage,) = repo.stage.collect(str(record.relative_to(root)))
+            out = stage.outs[0]
+            return {"/".join(key) for key, _, _ in Tree.load(out.cache, out.hash_info)}
+    except Exception:
+        return None
+
+
 def _lock(directory: Path) -> Path:
     # beside the directory, not in it: the directory is a DVC dependency of build_split
     return directory.with_name(directory.name + ".lock")
@@ -414,6 +454,7 @@ def add_batch(root: Path, directory: Path, source: Path, validate: bool = True
         if not is_initialised(directory):
             raise DataError(f"the tracked dataset {directory} holds no data yet (run: pucl "
                             "data init [SOURCE] first)")
+        _discard_unrecorded(root, directory)
         x_test = read_holdout(directory).x
         batch = read_source_batch(source, like=x_test)
         if validate:

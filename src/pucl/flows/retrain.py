@@ -30,7 +30,13 @@ from pucl.config import Params
 from pucl.data import get_task, load_dataset
 from pucl.data.split import unlabeled_rows
 from pucl.data.tracked import Holdout, batch_files, read_batch, read_holdout
-from pucl.datastore import data_identity, estimate_prior, exclusive, holdout_digest
+from pucl.datastore import (
+    data_identity,
+    discard_interrupted_add,
+    estimate_prior,
+    exclusive,
+    holdout_digest,
+)
 from pucl.errors import DataError, PuclError
 from pucl.flows._tasks import prefect_stage_call, project_dir
 from pucl.metrics import classification_metrics
@@ -281,6 +287,10 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
     t = params.tracking
     store = open_registry_store(params, root)
     mark_orphans(store, t.registered_model, logger)  # what a killed earlier pass left
+    if params.data.dataset == "tracked":  # and what a killed `pucl data add` left
+        for file in discard_interrupted_add(root, root / params.paths.dataset):
+            logger.warning("removed %s: written by an interrupted pucl data add, never "
+                           "recorded with DVC", file)
     hold = holdout(params, root)
     sha = holdout_sha256(hold)
     data_name, data_digest, data_source = data_identity(params, root)
