@@ -183,7 +183,8 @@ def soak(args: argparse.Namespace) -> None:
                                 check=False)
             rows[-1].update(predict_rc=done.returncode,
                             predict_s=round(time.perf_counter() - t0, 1))
-            pd.DataFrame(rows).assign(commit=commit_of()).to_csv(OUT / "soak.csv", index=False)
+            pd.DataFrame(rows).assign(commit=commit_of()).to_csv(args.out / "soak.csv",
+                                                                 index=False)
     finally:
         bar.close()
         os.killpg(serve.pid, signal.SIGINT)  # Ctrl-C, as a user stops it
@@ -195,8 +196,8 @@ def soak(args: argparse.Namespace) -> None:
             if str(project.root) in " ".join(p.info["cmdline"] or [])]
     print(f"soak: {len(rows)} cycles; processes left after Ctrl-C: {len(left)}")
     frame = pd.DataFrame(rows).assign(commit=commit_of())
-    frame.to_csv(OUT / "soak.csv", index=False)
-    soak_figure(frame, OUT / "soak.png")
+    frame.to_csv(args.out / "soak.csv", index=False)
+    soak_figure(frame, args.out / "soak.png")
 
 
 def soak_row(project: Project, run, tree: psutil.Process, cycle: int) -> dict:
@@ -382,7 +383,7 @@ def kills(args: argparse.Namespace) -> None:
                          and row.get("repro_after_rc", 0) == 0)
             rows.append(row)
             pd.DataFrame(rows).assign(commit=commit_of(), seed=args.seed).to_csv(
-                OUT / "kills.csv", index=False)
+                args.out / "kills.csv", index=False)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
@@ -398,12 +399,14 @@ def main() -> None:
     one.add_argument("--cycles", type=int, default=60)
     one.add_argument("--add-every", type=int, default=5)
     one.add_argument("--work", default="/tmp/pucl-soak")
+    one.add_argument("--out", type=Path, default=OUT, help="where soak.csv and soak.png go")
     two = sub.add_parser("kills", help="--trials commands killed at random moments")
     two.add_argument("--trials", type=int, default=30)
     two.add_argument("--seed", type=int, default=0)
     two.add_argument("--work", default="/tmp/pucl-kills")
+    two.add_argument("--out", type=Path, default=OUT, help="where kills.csv goes")
     args = parser.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     soak(args) if args.what == "soak" else kills(args)
 
 
