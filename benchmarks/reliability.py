@@ -388,8 +388,32 @@ def kills(args: argparse.Namespace) -> None:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
     frame = pd.DataFrame(rows)
+    kills_figure(frame, args.out / "kills.png")
     print(f"kills: {int(frame['ok'].sum())} of {len(frame)} trials with nothing lost "
           f"({int(frame['killed_running'].sum())} killed while running)")
+
+
+def kills_figure(frame: pd.DataFrame, path: Path) -> None:
+    """Per command: trials killed while running and after it ended, and those survived."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by = frame.groupby("command")
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    names = sorted(by.groups)
+    x = np.arange(len(names))
+    ax.bar(x - 0.2, [by.get_group(n)["killed_running"].sum() for n in names], 0.4,
+           label="killed while running")
+    ax.bar(x + 0.2, [by.get_group(n)["ok"].sum() for n in names], 0.4,
+           label="nothing lost after it")
+    ax.plot(x, [len(by.get_group(n)) for n in names], "k_", markersize=40, label="trials")
+    ax.set_xticks(x, names)
+    ax.set_ylabel("trials")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:

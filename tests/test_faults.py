@@ -140,10 +140,12 @@ def test_a_batch_an_interrupted_add_left_unrecorded_is_removed_not_kept(tracked)
 
     first = tracked / "data/dataset/batches/00000.npz"
     shutil.copyfile(first, first.with_name("00001.npz"))  # what the killed add wrote
+    first.with_name(".00002.npz.k3j1x9.tmp").write_bytes(b"half a batch")  # killed mid-write
     done = add(tracked)
     assert done.returncode == 0, done.stderr
     assert "removed" in done.stderr and "00001.npz: an interrupted `pucl data add`" in done.stderr
     assert "batch 00001" in done.stdout and batches(tracked) == ["00000.npz", "00001.npz"]
+    # (batches() lists hidden files too: the temporary file is gone)
     added = np.load(tracked / "data/dataset/batches/00001.npz")
     assert len(added["pu"]) == 600  # the new batch, not the leftover copy
     assert current_version(tracked / "data/dataset").rows == 2100

@@ -272,6 +272,41 @@ def test_6_predict_scores_new_inputs_with_the_champion(cycle, tmp_path):
     assert not (tmp_path / "s.csv").exists()
 
 
+def test_6b_predict_scores_with_one_whole_version_while_the_alias_moves(cycle, tmp_path,
+                                                                       monkeypatch):
+    """A promotion lands between predict resolving @champion and loading it: predict
+    scores with the version it resolved, whole, and names it (it loads NAME/VERSION, never
+    the alias a second time)."""
+    import mlflow.pyfunc
+
+    from pucl import tracking
+
+    client = cycle["client"]
+    before = champion(client)
+    other = max((v.version for v in client.search_model_versions(f"name = '{MODEL}'")
+                 if v.version != before), key=int)
+    rows = np.load(cycle["root"] / "arriving.npz")["x"][:50]
+    np.savez(tmp_path / "new.npz", x=rows)
+    mlflow.set_tracking_uri(cycle["uri"])
+    old, new = (mlflow.pyfunc.load_model(f"models:/{MODEL}/{v}").predict(
+        rows.astype(np.float32) / 255) for v in (before, other))
+    assert not np.allclose(old, new)  # else the check below could not tell them apart
+    load_version = tracking.load_version
+
+    def promoted_meanwhile(uri, name, version):
+        client.set_registered_model_alias(MODEL, "champion", other)
+        return load_version(uri, name, version)
+
+    monkeypatch.setattr(tracking, "load_version", promoted_meanwhile)
+    try:
+        result = pucl("predict", str(tmp_path / "new.npz"), "--out", str(tmp_path / "s.csv"),
+                      "--model", f"{MODEL}@champion", "--no-progress")
+    finally:
+        client.set_registered_model_alias(MODEL, "champion", before)
+    assert f"with {MODEL} v{before}" in result.output
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "s.csv")["score"], old, atol=1e-5)
+
+
 def test_7_a_second_retrain_refuses_while_one_runs(cycle):
     from filelock import FileLock
 

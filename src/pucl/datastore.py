@@ -383,6 +383,8 @@ def discard_interrupted_add(root: Path, directory: Path) -> list[Path]:
 
 
 def _discard_unrecorded(root: Path, directory: Path) -> list[Path]:
+    for stale in (directory / BATCHES).glob(".*.tmp"):  # a killed write's (the lock is ours)
+        stale.unlink(missing_ok=True)
     record = directory / f"{BATCHES}.dvc"
     listed = _recorded_files(root, record) if record.exists() else None
     if listed is None:  # no record yet, or DVC cannot read it: nothing to compare with
