@@ -167,3 +167,27 @@ def test_a_second_run_of_the_same_name_is_refused_while_the_first_runs(project):
     with exclusive(workdir.with_name(".mine.lock"), "the first run"), refused:  # as a run does
         run_pipeline(params, workdir, "mine")
     assert not workdir.exists()
+
+
+def test_runs_a_killed_process_left_running_are_closed_by_the_next_command(tracking_uri,
+                                                                            tmp_path):
+    """Each run records which process holds it (host, pid, start time). Runs of a process of
+    this machine that is gone are marked KILLED (tag orphan) when the next top-level run
+    opens; a live process's run, another machine's and an unowned one stay RUNNING."""
+    from pucl.tracking.store import OWNER_TAG, open_store, process_id, run_in
+
+    store = open_store(tracking_uri, "pucl", tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "input()"], stdin=subprocess.PIPE)
+    dead = process_id(gone.pid)  # taken while it runs: its pid and start time
+    gone.communicate(b"\n")  # and now it is gone
+    runs = {who: store.start_run(who, tags, None).run_id for who, tags in [
+        ("dead", {OWNER_TAG: dead}), ("alive", {}),
+        ("elsewhere", {OWNER_TAG: "another-machine:1:0.000"}), ("unowned", {OWNER_TAG: ""})]}
+    with run_in(store, "next command", tmp_path):
+        pass
+    status = {who: store.client.get_run(run_id) for who, run_id in runs.items()}
+    assert status["dead"].info.status == "KILLED"
+    assert status["dead"].data.tags["orphan"] == "true"
+    assert {who: run.info.status for who, run in status.items() if who != "dead"} == \
+        {"alive": "RUNNING", "elsewhere": "RUNNING", "unowned": "RUNNING"}
+    assert status["alive"].data.tags[OWNER_TAG] == process_id()

@@ -149,9 +149,9 @@ class _Failures(logging.Handler):
             self.errors.append(record.exc_info[1])
 
 
-def _not_in_cache(repo, records: list[Path], root: Path) -> list[str]:
+def _not_in_cache(repo, records: list[Path]) -> list[str]:
     """The outputs of these .dvc files whose content is not (all) in DVC's cache."""
-    status = repo.status(targets=[str(r.relative_to(root)) for r in records])
+    status = repo.status(targets=[str(r) for r in records])  # absolute: any cwd
     return sorted(path for changes in status.values() for change in changes
                   if isinstance(change, dict)
                   for path, state in (change.get("changed outs") or {}).items()
@@ -174,8 +174,8 @@ def _dvc_add(root: Path, targets: list[Path]) -> None:
     failures = _Failures()
     try:
         with _dvc_logs(failures), Repo(str(root)) as repo:
-            repo.add([str(t.relative_to(root)) for t in targets])
-            missing = _not_in_cache(repo, records, root)
+            repo.add([str(t) for t in targets])
+            missing = _not_in_cache(repo, records)
         if missing:
             full = next(filter(None, map(disk_full, failures.errors)), None)
             raise full or DataError(f"dvc add could not copy {', '.join(missing)} into its "
@@ -406,7 +406,8 @@ def _recorded_files(root: Path, record: Path) -> set[str] | None:
 
     try:
         with Repo(str(root)) as repo:
-            (stage,) = repo.stage.collect(str(record.relative_to(root)))
+            (stage,) = repo.stage.collect(str(record))  # absolute: DVC reads relative
+            # paths from the current directory, not the repository's root
             out = stage.outs[0]
             return {"/".join(key) for key, _, _ in Tree.load(out.cache, out.hash_info)}
     except Exception:

@@ -3,12 +3,11 @@ as its own process, so the stages find their common parent by the DVC process's 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from pucl.tracking.runs import Run
-from pucl.tracking.store import Store
+from pucl.tracking.store import OWNER_TAG, Store, process_id
 
 
 def dvc_invocation() -> str | None:
@@ -21,7 +20,7 @@ def dvc_invocation() -> str | None:
             args = proc.cmdline()
             is_dvc = any(a == "dvc" or a.endswith("/dvc") for a in args[:3])
             if is_dvc and any(a in ("repro", "exp") for a in args[1:5]):
-                return f"{os.uname().nodename}:{proc.pid}:{proc.create_time():.3f}"
+                return process_id(proc.pid)
     except Exception:  # no psutil, no /proc, process gone: just no grouping
         return None
     return None
@@ -33,6 +32,8 @@ def invocation_parent(store: Store, invocation: str, name: str, tags: Mapping[st
     found = store.runs(f"tags.pucl_invocation = '{invocation}'")
     if found:
         return store.attach(found[0].run_id)
-    run = store.start_run(name, {**tags, "pucl_invocation": invocation}, None)
+    # owned by the DVC process: it lives while the stages, each a process, come and go
+    run = store.start_run(name, {**tags, "pucl_invocation": invocation,
+                                 OWNER_TAG: invocation}, None)
     run.log_params(params)
     return run

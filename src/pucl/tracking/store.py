@@ -4,6 +4,7 @@ tracking is off), creating runs, reading them back, and the model registry."""
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +16,30 @@ from pucl.errors import PuclError, did_you_mean
 from pucl.interrupts import run_status
 from pucl.tracking.location import standard_tags
 from pucl.tracking.runs import TRACKING_ENV, Run, _warn, first_line, tracking_disabled
+
+# Which process holds a run open: "host:pid:start time", so a run whose process is gone
+# can be told from one still running (Store.reap_orphans); ORPHAN_TAG marks what it closed.
+OWNER_TAG, ORPHAN_TAG = "pucl_owner", "orphan"
+
+
+def process_id(pid: int | None = None) -> str:
+    """This process's (or `pid`'s) OWNER_TAG value."""
+    import psutil
+
+    started = psutil.Process(pid).create_time()
+    return f"{socket.gethostname()}:{pid or os.getpid()}:{started:.3f}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process an OWNER_TAG value names still runs (on this machine: the same
+    pid started at the same time, so a reused pid is not taken for it)."""
+    import psutil
+
+    try:
+        _, pid, started = owner.rsplit(":", 2)
+        return abs(psutil.Process(int(pid)).create_time() - float(started)) < 0.01
+    except (ValueError, psutil.Error):
+        return False
 
 
 @dataclass
@@ -56,7 +81,8 @@ class Store:
         self.uri = uri
 
     def start_run(self, name: str, tags: Mapping[str, Any], parent_run_id: str | None) -> Run:
-        all_tags = {"mlflow.runName": name, **tags}
+        """A new run, owned by this process (OWNER_TAG) unless `tags` name its owner."""
+        all_tags = {"mlflow.runName": name, OWNER_TAG: process_id(), **tags}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(self.experiment_id, run_name=name,
@@ -65,6 +91,22 @@ class Store:
 
     def attach(self, run_id: str) -> Run:
         return Run(self.client, run_id, self.uri)
+
+    def reap_orphans(self) -> list[str]:
+        """Close the runs left RUNNING by a process of this machine that is gone (killed
+        with SIGKILL, or the machine restarted): KILLED, tagged `orphan=true`. Runs owned
+        by a live process, by another machine, or with no owner are left alone. Returns
+        the ids closed."""
+        host = socket.gethostname()
+        reaped = []
+        for run in self.runs(f"attributes.status = 'RUNNING' and "
+                             f"tags.{OWNER_TAG} LIKE '{host}:%'"):
+            if not owner_alive(run.tags[OWNER_TAG]):
+                handle = self.attach(run.run_id)
+                handle.set_tags({ORPHAN_TAG: "true"})
+                handle.finish("KILLED")
+                reaped.append(run.run_id)
+        return reaped
 
     def runs(self, filter_string: str = "", experiment_ids: list[str] | None = None
              ) -> list[RunRecord]:
@@ -255,6 +297,10 @@ def run_in(store: Store | None, name: str, root: Path, tags: Mapping[str, Any] |
     handle = Run(None, None)
     if store is not None:
         try:
+            if parent_run_id is None:  # once per command: what killed commands left
+                for run_id in store.reap_orphans():
+                    _warn(f"run {run_id} was left RUNNING by a process that is gone (killed?):"
+                          " marked KILLED")
             handle = store.start_run(name, {**standard_tags(root), **(tags or {})},
                                      parent_run_id)
         except Exception as exc:
