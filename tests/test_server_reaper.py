@@ -172,3 +172,38 @@ def test_a_killed_command_ends_its_process_group():
         for pid in members:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+SCHEDULED = """
+import time
+from prefect import flow
+from prefect.client.orchestration import get_client
+from pucl.flows._server import prefect_api
+
+@flow
+def tick():
+    pass
+
+with prefect_api(scheduler=True):
+    tick.to_deployment("every-5s", interval=5).apply()
+    deadline, count = time.monotonic() + 90, 0
+    with get_client(sync_client=True) as client:
+        while time.monotonic() < deadline and not count:
+            count = len(client.read_flow_runs())
+            time.sleep(1)
+    print(count)
+"""
+
+
+def test_the_server_of_pucl_serve_schedules_runs(tmp_path):
+    """Prefect's temporary server runs no scheduler: a served flow's schedule never
+    created a run (pucl serve retrained nothing; seen on 2026-11-27, 0 runs in 20 s). The
+    server pucl serve starts schedules them: runs appear for an every-5-s deployment."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    script = tmp_path / "scheduled.py"  # a file: Prefect deploys no flow typed in with -c
+    script.write_text(SCHEDULED)
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.strip().splitlines()[-1]) > 0

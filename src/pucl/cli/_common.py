@@ -146,13 +146,13 @@ def _prefect_env() -> None:
     quiet_defaults()
 
 
-def _run_flow(call):
-    """Run a flow against one Prefect API; user errors raised inside it become one line
-    and exit 2."""
+def _run_flow(call, scheduler: bool = False):
+    """Run a flow against one Prefect API (with `scheduler`, one that starts scheduled
+    runs); user errors raised inside it become one line and exit 2."""
     from pucl.flows._server import prefect_api
 
     try:
-        with prefect_api():
+        with prefect_api(scheduler):
             return call()
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)

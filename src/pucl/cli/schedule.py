@@ -42,4 +42,4 @@ def serve(
 
     out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
     _run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
-        "overrides": overrides, "project": str(root), "wait": wait}))
+        "overrides": overrides, "project": str(root), "wait": wait}), scheduler=True)

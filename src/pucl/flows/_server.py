@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pucl.errors import PuclError, debugging
@@ -57,8 +57,11 @@ def _drain_logs() -> None:
 
 
 @contextmanager
-def prefect_api() -> Iterator[str]:
-    """Yield the API URL in use: the configured one, else a temporary local server's."""
+def prefect_api(scheduler: bool = False) -> Iterator[str]:
+    """Yield the API URL in use: the configured one, else a temporary local server's.
+    Prefect's own temporary server runs none of the server's services, the scheduler
+    among them, so no cron schedule would ever start a run: with `scheduler` (pucl serve)
+    the temporary server is a whole one, `prefect server start`."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     quiet_user_errors()
@@ -66,21 +69,68 @@ def prefect_api() -> Iterator[str]:
     if configured:
         yield configured
         return
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
-
-    server = SubprocessASGIServer()  # the instance Prefect's ephemeral client would use
-    # A longer timeout set by the user wins; a shorter one (or Prefect's default) doesn't.
-    server.start(timeout=max(SERVER_STARTUP_TIMEOUT_S,
-                             PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
-    reaper = watch(server.server_process.pid)  # stops it if this process is killed
-    os.environ["PREFECT_API_URL"] = server.api_url
+    url, pid, stop = _whole_server() if scheduler else _ephemeral_server()
+    reaper = watch(pid)  # stops it if this process is killed
+    os.environ["PREFECT_API_URL"] = url
     try:
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            yield server.api_url
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield url
     finally:
         _drain_logs()
         os.environ.pop("PREFECT_API_URL", None)
         reaper.kill()  # this exit stops the server itself
         reaper.wait()
-        server.stop()
+        stop()
+
+
+def _startup_timeout() -> float:
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    # A longer timeout set by the user wins; a shorter one (or Prefect's default) doesn't.
+    return max(SERVER_STARTUP_TIMEOUT_S, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+
+
+def _ephemeral_server() -> tuple[str, int, Callable[[], None]]:
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # the instance Prefect's ephemeral client would use
+    server.start(timeout=_startup_timeout())
+    return server.api_url, server.server_process.pid, server.stop
+
+
+def _whole_server() -> tuple[str, int, Callable[[], None]]:
+    """`prefect server start` on a free local port, with its services (no UI, no
+    analytics), once it answers."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+         "--port", str(port), "--no-ui", "--analytics-off", "--log-level", "ERROR"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/api"
+
+    def stop() -> None:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+    deadline = time.monotonic() + _startup_timeout()
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=2).close()
+            return url, server.pid, stop
+        except OSError:
+            time.sleep(0.5)
+    stop()
+    raise PuclError(f"the Prefect server for the schedule did not answer on {url} within "
+                    f"{_startup_timeout():g} s (set PREFECT_API_URL to a running server)")
