@@ -27,6 +27,7 @@ The whole script runs the real commands as a user would, each in its own process
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -44,8 +45,6 @@ import psutil
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks._commit import current_commit as commit_of  # noqa: E402
 
 OUT = ROOT / "reports" / "reliability"
 # Small, real settings: a retrain pass trains and scores in well under a minute on 2 cores.
@@ -78,6 +77,8 @@ class Project:
         shutil.rmtree(work, ignore_errors=True)
         subprocess.run(["git", "clone", "-q", str(ROOT), str(work)], check=True)
         self.root = work
+        self.commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=work,
+                                     capture_output=True, text=True).stdout.strip()
         params = yaml.safe_load((work / "params.yaml").read_text())
         (work / "params.yaml").write_text(yaml.safe_dump(deep_update(params, SMALL),
                                                          sort_keys=False))
@@ -183,7 +184,7 @@ def soak(args: argparse.Namespace) -> None:
                                 check=False)
             rows[-1].update(predict_rc=done.returncode,
                             predict_s=round(time.perf_counter() - t0, 1))
-            pd.DataFrame(rows).assign(commit=commit_of()).to_csv(args.out / "soak.csv",
+            pd.DataFrame(rows).assign(commit=project.commit).to_csv(args.out / "soak.csv",
                                                                  index=False)
     finally:
         bar.close()
@@ -195,7 +196,7 @@ def soak(args: argparse.Namespace) -> None:
     left = [p for p in psutil.process_iter(["cmdline"])
             if str(project.root) in " ".join(p.info["cmdline"] or [])]
     print(f"soak: {len(rows)} cycles; processes left after Ctrl-C: {len(left)}")
-    frame = pd.DataFrame(rows).assign(commit=commit_of())
+    frame = pd.DataFrame(rows).assign(commit=project.commit)
     frame.to_csv(args.out / "soak.csv", index=False)
     soak_figure(frame, args.out / "soak.png")
 
@@ -325,6 +326,12 @@ def check_after_recovery(project: Project, added: list[Path]) -> dict:
             "batches": len(files)}
 
 
+def last_line(done: subprocess.CompletedProcess) -> str:
+    """The last line a failed command printed on stderr ('' when it succeeded)."""
+    lines = done.stderr.strip().splitlines()
+    return lines[-1][:300] if done.returncode and lines else ""
+
+
 def kills(args: argparse.Namespace) -> None:
     from tqdm.auto import tqdm
 
@@ -361,7 +368,8 @@ def kills(args: argparse.Namespace) -> None:
             proc = project.start(*commands[name](trial))
             time.sleep(delay)
             killed = proc.poll() is None
-            os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may end just now
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             if name == "data add":  # whether it was recorded: the checks below say
                 if not killed and proc.returncode == 0:
@@ -372,17 +380,19 @@ def kills(args: argparse.Namespace) -> None:
                    **check_after_kill(project)}
             recovery = project.pucl("retrain", "--no-progress", check=False)
             row["recovery_rc"] = recovery.returncode
+            row["error"] = last_line(recovery)
             row.update(check_after_recovery(project, added))
             if name == "repro":
                 again = project.pucl("repro", check=False)
                 row["repro_after_rc"] = again.returncode
+                row["error"] = row["error"] or last_line(again)
             row["ok"] = (row["locks_free"] and row["unreadable_files"] == 0
                          and row["recovery_rc"] == 0 and row["running_runs"] == 0
                          and row["undecided_versions"] == 0 and row["champion_ok"]
                          and row["unrecorded_batches"] == 0 and row["lost_batches"] == 0
                          and row.get("repro_after_rc", 0) == 0)
             rows.append(row)
-            pd.DataFrame(rows).assign(commit=commit_of(), seed=args.seed).to_csv(
+            pd.DataFrame(rows).assign(commit=project.commit, seed=args.seed).to_csv(
                 args.out / "kills.csv", index=False)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
