@@ -327,9 +327,13 @@ def check_after_recovery(project: Project, added: list[Path]) -> dict:
 
 
 def last_line(done: subprocess.CompletedProcess) -> str:
-    """The last line a failed command printed on stderr ('' when it succeeded)."""
+    """What a failed command said ('' when it succeeded): DVC's error line if there is
+    one (pucl's own last line then only says that dvc failed), else its last line."""
     lines = done.stderr.strip().splitlines()
-    return lines[-1][:300] if done.returncode and lines else ""
+    if not done.returncode or not lines:
+        return ""
+    errors = [line for line in lines if line.startswith("ERROR")]
+    return " / ".join([*errors[-1:], lines[-1]])[:400]
 
 
 def kills(args: argparse.Namespace) -> None:

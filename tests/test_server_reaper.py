@@ -157,14 +157,22 @@ time.sleep(120)
 """
 
 
-def test_a_killed_command_ends_its_process_group():
+@pytest.mark.parametrize("whole_group", [False, True], ids=["the command", "its group"])
+def test_a_killed_command_ends_its_process_group(whole_group):
+    """SIGKILL of the command alone, or of its whole process group (a service manager's or
+    a job runner's kill, `kill -9 -PGID`): the watcher is in neither, so it lives to stop
+    the group the command started (a `pucl repro` killed so left `dvc repro` running, and
+    the next repro met its lock: reports/reliability)."""
     proc = subprocess.Popen([sys.executable, "-c", GROUP_COMMAND], stdout=subprocess.PIPE,
-                            text=True)
+                            text=True, start_new_session=whole_group)
     word, leader = proc.stdout.readline().split()
     assert word == "ready"
     members = [int(leader), *descendants(int(leader))]
     assert len(members) >= 2  # the group's leader and the sleep it started
-    proc.kill()
+    if whole_group:
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.kill()
     proc.wait()
     try:
         assert gone(members, 20), "the group outlived its command"

@@ -53,10 +53,13 @@ def stop(pid: int, grace: float = GRACE_SECONDS, group: bool = False) -> None:
 def watch(pid: int, group: bool = False) -> subprocess.Popen:
     """Start the watcher that stops `pid` (or its process group) if this process ends
     before its own clean-up runs. Its stdin is a pipe only this process writes to, so the
-    pipe closes exactly when this process ends. `kill()` it after a normal clean-up."""
+    pipe closes exactly when this process ends. It runs in a session of its own: a kill of
+    this process's whole group (a service manager's, a job runner's) must not take the
+    watcher with it. `kill()` it after a normal clean-up."""
     return subprocess.Popen([sys.executable, "-m", "pucl.flows._reaper",
                              *(["--group"] if group else []), str(pid)],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, close_fds=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, close_fds=True,
+                            start_new_session=True)
 
 
 def main(argv: list[str]) -> int:
