@@ -82,9 +82,10 @@ class Project:
         params = yaml.safe_load((work / "params.yaml").read_text())
         (work / "params.yaml").write_text(yaml.safe_dump(deep_update(params, SMALL),
                                                          sort_keys=False))
+        # the clone's code, not the editable install's working tree (which may move on)
         self.env = {**os.environ, "PUCL_ROOT": str(work), "OMP_WAIT_POLICY": "PASSIVE",
                     "PATH": f"{ROOT / '.venv/bin'}{os.pathsep}{os.environ['PATH']}",
-                    **(env or {})}
+                    "PYTHONPATH": str(work / "src"), **(env or {})}
         self.env.pop("MLFLOW_TRACKING_URI", None)
         self.pucl("data", "init", "--rows", str(INIT_ROWS), "--rest", "arriving.npz")
         arriving = np.load(work / "arriving.npz")
