@@ -208,7 +208,7 @@ def soak_row(project: Project, run, tree: psutil.Process, cycle: int) -> dict:
     return {"cycle": cycle, "decision": tags.get("retrain.decision", "none"),
             "status": run.info.status,
             "seconds": round((run.info.end_time - run.info.start_time) / 1000, 1),
-            "batches": int(tags.get("data.batches", "0")),
+            "batches": len(list((project.root / "data/dataset/batches").glob("*.npz"))),
             "processes": procs, "open_files": fds, "rss_mb": round(rss, 1),
             "store_mb": round(project.size_mb("mlflow.db", "mlruns"), 2),
             "dvc_cache_mb": round(project.size_mb(".dvc/cache"), 2),

@@ -222,6 +222,16 @@ def test_5b_a_worse_challenger_is_kept(cycle):
     assert weak["decision"] == "kept" and champion(client) == before
     assert float(weak["challenger_score"]) <= float(weak["champion_score"])
     assert weak["champion_version"] == before != weak["challenger_version"]
+    # the same data, params and code again: that challenger would lose again, so a
+    # schedule does not retrain it on every tick (the soak of reports/reliability did)
+    versions = len(client.search_model_versions(f"name = '{MODEL}'"))
+    pucl("retrain", "--no-progress", "--set", "classifier.epochs=1", "--set",
+         "classifier.lr=1e-5")
+    again = decision(client)
+    assert again["decision"] == "skipped" and champion(client) == before
+    assert again["reason"] == (f"data, params and code unchanged since "
+                               f"v{weak['challenger_version']} was trained and kept")
+    assert len(client.search_model_versions(f"name = '{MODEL}'")) == versions
 
 
 def test_6_predict_scores_new_inputs_with_the_champion(cycle, tmp_path):

@@ -313,6 +313,14 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
             _record(run, decision, logger, hold,
                     _float(champion.tags.get("holdout_estimated_accuracy")))
             return decision
+        tried = _kept_before(store, t.registered_model, prints["all"])
+        if tried is not None and champion is not None:  # it would lose again: train nothing
+            decision.reason = (f"data, params and code unchanged since v{tried} was trained "
+                               "and kept")
+            decision.champion_score = _float(champion.tags.get("holdout_score"))
+            _record(run, decision, logger, hold,
+                    _float(champion.tags.get("holdout_estimated_accuracy")))
+            return decision
         workdir = run_directory(root, params, name)
         try:
             result = run_pipeline(params, workdir, name.replace("retrain", "challenger", 1),
@@ -418,6 +426,20 @@ def _float(value: Any) -> float | None:
 
 def _show(value: float | None) -> str:
     return "none" if value is None else f"{value:.4f}"
+
+
+def _kept_before(store: tracking.Store, name: str, fingerprint: str) -> int | None:
+    """A version trained from the same data, params and code that a pass scored and kept
+    (it lost to the champion of its day), or None. Training is seeded, so training it again
+    gives the same model and the same decision: a schedule would retrain the same data on
+    every tick until something changed (the soak of reports/reliability did, each minute)."""
+    registered = {m.name for m in store.client.search_registered_models(f"name = '{name}'")}
+    for version in reversed(store.versions(name) if name in registered else []):
+        tags = version["tags"]
+        if (tags.get("retrain.fingerprint") == fingerprint and "holdout_score" in tags
+                and tags.get(ORPHAN_TAG) != "true"):
+            return version["version"]
+    return None
 
 
 def _record(run: tracking.Run, decision: Decision, logger: Any, hold: Holdout,
