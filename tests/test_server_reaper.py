@@ -215,3 +215,42 @@ def test_the_server_of_pucl_serve_schedules_runs(tmp_path):
                           text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.strip().splitlines()[-1]) > 0
+
+
+@pytest.mark.parametrize("when", ["idle", pytest.param("in a pass", marks=pytest.mark.slow)])
+def test_ctrl_c_stops_pucl_serve_and_its_server(tmp_path, when):
+    """Ctrl-C reaches the terminal's whole process group: pucl serve, its Prefect server
+    and a scheduled pass under way. All of them end (before: with a pass under way, the
+    server went first, the pass retried against it for good, and pucl serve never ended;
+    with the server in a session of its own, the crashed pass still hung, and serve with
+    it). Waiting for a pass means waiting for the minute's tick: slow."""
+    import yaml
+
+    from tests.conftest import tiny_params
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PUCL_ROOT=str(tmp_path))
+    cron = "* * * * *" if when == "in a pass" else "0 2 * * *"
+    proc = subprocess.Popen([sys.executable, "-m", "pucl.cli", "serve", "--cron", cron],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    tree: list[int] = []
+    try:
+        awaited = "Beginning flow run" if when == "in a pass" else "is being served"
+        for line in proc.stdout:
+            if awaited in line:
+                break
+        time.sleep(2)
+        tree = descendants(proc.pid)
+        assert any("prefect" in cmd and "server" in cmd for p, _, cmd in processes()
+                   if p in tree)
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in its terminal sends
+        proc.wait(timeout=60)
+        assert gone(tree, 30), [cmd for p, _, cmd in processes() if p in tree]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

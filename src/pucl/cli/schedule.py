@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Annotated
 
 import typer
@@ -40,6 +42,9 @@ def serve(
     _prefect_env()
     from pucl.flows.retrain import retrain
 
+    # Prefect's runner stops cleanly on SIGTERM, but on Ctrl-C (SIGINT) it hung in
+    # asyncio's cancellation of its tasks, for good: Ctrl-C becomes the SIGTERM it handles.
+    signal.signal(signal.SIGINT, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
     out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
     _run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
         "overrides": overrides, "project": str(root), "wait": wait}), scheduler=True)

@@ -8,6 +8,7 @@ once and points its settings and its child processes at it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -77,10 +78,29 @@ def prefect_api(scheduler: bool = False) -> Iterator[str]:
             yield url
     finally:
         _drain_logs()
+        _wait_for_children(exclude={pid, reaper.pid})
         os.environ.pop("PREFECT_API_URL", None)
         reaper.kill()  # this exit stops the server itself
         reaper.wait()
         stop()
+
+
+def _wait_for_children(exclude: set[int], grace: float = 10.0) -> None:
+    """Let this process's other children (a served flow run stopped by the same Ctrl-C,
+    pool workers) end before their server goes: without it, a flow run still reporting its
+    crash retried against the stopped server for good, and pucl serve never exited. What
+    still runs after `grace` seconds is terminated, then killed."""
+    import psutil
+
+    children = [c for c in psutil.Process().children() if c.pid not in exclude]
+    _, alive = psutil.wait_procs(children, timeout=grace)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.terminate()
+    _, alive = psutil.wait_procs(alive, timeout=10)
+    for child in alive:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
 
 
 def _startup_timeout() -> float:
@@ -113,7 +133,10 @@ def _whole_server() -> tuple[str, int, Callable[[], None]]:
     server = subprocess.Popen(
         [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
          "--port", str(port), "--no-ui", "--analytics-off", "--log-level", "ERROR"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        # out of the terminal's group: Ctrl-C stops pucl serve first, then pucl stops the
+        # server (stopped together, serve hung for good cancelling calls to a dead server)
+        start_new_session=True)
     url = f"http://127.0.0.1:{port}/api"
 
     def stop() -> None:
