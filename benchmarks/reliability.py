@@ -189,13 +189,16 @@ def soak(args: argparse.Namespace) -> None:
                                                                  index=False)
     finally:
         bar.close()
+        try:
+            started = [tree, *tree.children(recursive=True)]  # serve, its server, a pass
+        except psutil.Error:  # serve ended on its own
+            started = []
         os.killpg(serve.pid, signal.SIGINT)  # Ctrl-C, as a user stops it
         try:
             serve.wait(60)
         except subprocess.TimeoutExpired:
             os.killpg(serve.pid, signal.SIGKILL)
-    left = [p for p in psutil.process_iter(["cmdline"])
-            if str(project.root) in " ".join(p.info["cmdline"] or [])]
+    _, left = psutil.wait_procs(started, timeout=30)
     print(f"soak: {len(rows)} cycles; processes left after Ctrl-C: {len(left)}")
     frame = pd.DataFrame(rows).assign(commit=project.commit)
     frame.to_csv(args.out / "soak.csv", index=False)
