@@ -194,3 +194,17 @@ def test_the_recommended_variants_score_the_views_their_reports_measured():
         _, overrides = variant_overrides(load_sweep(ROOT / "params" / "presets" / f"{preset}.yaml"))
         evaluate = resolve_params(ROOT, overrides).evaluate
         assert (evaluate.tta, evaluate.tta_shift) == views, preset
+
+
+def test_each_project_serves_its_own_deployment(tmp_path):
+    """Two projects served under one name in one Prefect database ran each other's
+    scheduled passes: the default deployment name is the project's own."""
+    from pucl.cli.schedule import deployment_name
+
+    a, b = tmp_path / "one" / "pucl", tmp_path / "two" / "pucl"  # the same directory name
+    a.mkdir(parents=True)
+    b.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(a)
+    assert deployment_name(a) != deployment_name(b)
+    assert deployment_name(tmp_path / "link") == deployment_name(a)  # one project, one name
+    assert deployment_name(a).startswith("pucl-") and len(deployment_name(a)) == len("pucl-") + 8

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -23,7 +24,9 @@ from pucl.cli._common import (
 @app.command()
 def serve(
     cron: Annotated[str, typer.Option(help="cron schedule of the retraining (UTC)")] = "0 2 * * *",
-    name: Annotated[str, typer.Option(help="deployment name")] = "pucl-retrain",
+    name: Annotated[str | None, typer.Option(
+        help="deployment name (default: the project directory's name and a hash of its "
+             "path)")] = None,
     wait: Annotated[float, typer.Option(
         min=0, help="seconds a scheduled pass waits for a retrain already running")] = 600,
     set_: SetOption = None,
@@ -39,6 +42,7 @@ def serve(
         _fail(f"invalid --cron {cron!r}: expected five fields, e.g. '0 2 * * *' (02:00 daily)")
     root = _project()
     overrides = _validated_overrides(root, set_)
+    name = name or deployment_name(root)
     _prefect_env()
     from pucl.flows.retrain import retrain
 
@@ -48,3 +52,12 @@ def serve(
     out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
     _run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
         "overrides": overrides, "project": str(root), "wait": wait}), scheduler=True)
+
+
+def deployment_name(root: Path) -> str:
+    """One name per project: two projects served against one Prefect database under one
+    name ran each other's scheduled passes, with the other's parameters (seen by hand)."""
+    import hashlib
+
+    root = root.resolve()
+    return f"{root.name}-{hashlib.sha256(str(root).encode()).hexdigest()[:8]}"
