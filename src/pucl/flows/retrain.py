@@ -306,17 +306,9 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
                                              "data.version": data_digest[:16]}) as run:
         decision.run_id = run.run_id
         run.log_dataset(data_name, data_digest, data_source)
-        if champion is not None and champion.tags.get("retrain.fingerprint") == prints["all"]:
-            decision.reason = (f"data, params and code unchanged since champion "
-                               f"v{champion.version} was trained")
-            decision.champion_score = _float(champion.tags.get("holdout_score"))
-            _record(run, decision, logger, hold,
-                    _float(champion.tags.get("holdout_estimated_accuracy")))
-            return decision
-        tried = _kept_before(store, t.registered_model, prints["all"])
-        if tried is not None and champion is not None:  # it would lose again: train nothing
-            decision.reason = (f"data, params and code unchanged since v{tried} was trained "
-                               "and kept")
+        unchanged = _unchanged_since(store, t.registered_model, champion, prints["all"])
+        if unchanged is not None:
+            decision.reason = unchanged
             decision.champion_score = _float(champion.tags.get("holdout_score"))
             _record(run, decision, logger, hold,
                     _float(champion.tags.get("holdout_estimated_accuracy")))
@@ -426,6 +418,19 @@ def _float(value: Any) -> float | None:
 
 def _show(value: float | None) -> str:
     return "none" if value is None else f"{value:.4f}"
+
+
+def _unchanged_since(store: tracking.Store, name: str, champion: Any,
+                     fingerprint: str) -> str | None:
+    """Why a pass trains nothing (None: it trains): the champion, or a challenger kept
+    before, came from the same data, params and code."""
+    if champion is None:
+        return None
+    if champion.tags.get("retrain.fingerprint") == fingerprint:
+        return f"data, params and code unchanged since champion v{champion.version} was trained"
+    tried = _kept_before(store, name, fingerprint)  # it would lose again
+    return (f"data, params and code unchanged since v{tried} was trained and kept"
+            if tried is not None else None)
 
 
 def _kept_before(store: tracking.Store, name: str, fingerprint: str) -> int | None:

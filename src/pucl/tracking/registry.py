@@ -94,10 +94,10 @@ def check_loadable(model_uri: str) -> None:
     """Refuse, before anything of it loads, an MLflow model that could run code of its
     own: pucl loads only what it logs, the pytorch flavour served by mlflow.pytorch with
     no code directory. Its weights MLflow checks to be pickle-free, as pucl runs it with
-    pickle loading off (pucl.environment)."""
+    unpickling off (pucl.environment)."""
     from mlflow.models import get_model_info
 
-    quiet_defaults()  # MLflow's pickle loading off for the load that follows
+    quiet_defaults()  # MLflow unpickles nothing in the load that follows
     flavors = get_model_info(model_uri).flavors
     pyfunc, torch_flavor = flavors.get("python_function") or {}, flavors.get("pytorch") or {}
     loader = pyfunc.get("loader_module")
