@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 from tqdm.auto import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,11 +24,15 @@ class PipelineRun:
     split: dict  # build_split's summary.json
     stages: dict  # each stage's own metrics (PipelineResult.stages)
     minutes: float  # wall time
+    kept: pd.DataFrame | None = None  # the one table asked for by `keep`
 
 
-def run_once(overrides: dict, seed: int, name: str, cache: Path | None = None) -> PipelineRun:
+def run_once(overrides: dict, seed: int, name: str, cache: Path | None = None,
+             keep: tuple[str, str] | None = None) -> PipelineRun:
     """params.yaml with `overrides`, `base.seed` = seed and the pretraining cache `cache`
-    (None: no cache), every stage in order; tracking as PUCL_TRACKING says."""
+    (None: no cache), every stage in order; tracking as PUCL_TRACKING says. `keep`
+    (section, csv file) names one more output table to return before the run's directory
+    goes."""
     from pucl.stages.runner import resolve_params, run_pipeline
 
     with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
@@ -40,8 +45,10 @@ def run_once(overrides: dict, seed: int, name: str, cache: Path | None = None) -
         def read(section: str, file: str) -> dict:
             return json.loads((Path(tmp) / getattr(params.paths, section) / file).read_text())
 
+        kept = (pd.read_csv(Path(tmp) / getattr(params.paths, keep[0]) / keep[1])
+                if keep else None)
         return PipelineRun(read("evaluate", "metrics.json"), read("split", "summary.json"),
-                           result.stages, minutes)
+                           result.stages, minutes, kept)
 
 
 class RunsBar:
