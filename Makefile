@@ -3,7 +3,7 @@
 VENV   ?= .venv
 PYTHON ?= python3
 STAMP  := $(VENV)/.installed
-# The libraries' telemetry is switched off by pucl itself (src/pucl/environment.py).
+# The libraries' telemetry is switched off by pucl itself (src/pucl/runtime/environment.py).
 
 .PHONY: setup run test test-all bench lint clean-outputs
 

@@ -63,7 +63,7 @@ class RunsBar:
     def running(self, label: str) -> Iterator[None]:
         """Label the bar with each stage and epoch that `label`'s pipeline reports, and
         count the run as done when the block ends."""
-        from pucl.progress import listening
+        from pucl.runtime.progress import listening
 
         def show(event: dict) -> None:
             step = (f"{event['step']} {event['done']}/{event['total']}" if "step" in event

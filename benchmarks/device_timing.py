@@ -32,12 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
 from _commit import current_commit, with_commit  # noqa: E402
 
-from pucl.config import parse_assignments  # noqa: E402
 from pucl.models.encoders import CNN7, LeNet5, MLPEncoder, ResNet18  # noqa: E402
-from pucl.progress import listening  # noqa: E402
-from pucl.runtime import resolve_device  # noqa: E402
+from pucl.params.config import parse_assignments  # noqa: E402
+from pucl.runtime.device import resolve_device  # noqa: E402
+from pucl.runtime.progress import listening  # noqa: E402
+from pucl.runtime.step_graph import COUNTS, GraphedStep  # noqa: E402
 from pucl.stages.runner import call_stage, resolve_params, run_pipeline  # noqa: E402
-from pucl.step_graph import COUNTS, GraphedStep  # noqa: E402
 
 ENCODERS = (LeNet5, MLPEncoder, CNN7, ResNet18)
 
@@ -123,7 +123,8 @@ def main() -> None:
     overrides: dict = {}
     label = "default"
     if args.preset:
-        from pucl.sweep import load_preset, variant_overrides
+        from pucl.params.presets import load_preset
+        from pucl.params.sweeps import variant_overrides
 
         label, overrides = variant_overrides(load_preset(args.preset), args.variant)
         label = f"{args.preset}:{label}"

@@ -27,11 +27,11 @@ from _commit import with_commit  # run as files: benchmarks/ is on sys.path
 
 from pucl.data import get_task, load_dataset
 from pucl.data.augment import AffineJitter
-from pucl.features import embed, input_features
+from pucl.evaluation.metrics import knn_accuracy
 from pucl.losses import make_loss
-from pucl.metrics import knn_accuracy
 from pucl.models import ContrastiveModel, ProjectionHead
 from pucl.models.encoders import LeNet5
+from pucl.models.features import embed, input_features
 from pucl.pretraining.contrastive import PretrainSettings, train_contrastive
 
 OUT = Path(__file__).resolve().parents[1] / "reports" / "encoder" / "probe.csv"

@@ -40,7 +40,8 @@ def case_overrides(case: str) -> dict:
     preset = CASES[case]
     if preset is None:
         return {}
-    from pucl.sweep import load_preset, variant_overrides
+    from pucl.params.presets import load_preset
+    from pucl.params.sweeps import variant_overrides
 
     return variant_overrides(load_preset(preset), None)[1]
 
@@ -67,7 +68,7 @@ def miss_parts(metrics: dict) -> dict:
     """The estimate's miss in three parts that sum to it: the prior's, the held-out P's
     (its TPR, tpr_p, standing for the TPR on U's positives, tpr_u; pu_metrics.error_parts)
     and the clipping's (a false-positive rate estimated outside [0, 1] is read at its end)."""
-    from pucl.pu_metrics import error_parts
+    from pucl.evaluation.label_free import error_parts
 
     if metrics.get("val_true_tpr") is None:  # a held-out U without positives: no TPR_u
         return {"prior_part": None, "tpr_part": None, "clip_part": None}

@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from pucl.classify.linear import LinearSettings, train_pu_head  # noqa: E402
-from pucl.runtime import seeded_generator  # noqa: E402
+from pucl.runtime.device import seeded_generator  # noqa: E402
 
 
 def seconds_per_epoch(device: str, positive, unlabeled, settings: LinearSettings) -> float:

@@ -8,7 +8,7 @@
 1. Every candidate variant (the preset's, or --variants; never one given the true
    prior) runs on each --choose seed.
 2. The variant with the highest mean `val_est_accuracy` over those seeds is chosen, by
-   the rule `pucl bench` uses (pucl.reporting.chosen).
+   the rule `pucl bench` uses (pucl.reporting.tables.chosen).
 3. The chosen variant runs on each --report seed. Its test accuracy there is the
    headline: mean, std, n seeds, minutes per seed.
 
@@ -48,8 +48,9 @@ KEY = ["preset", "variant", "settings", "seed"]
 def candidates(preset: str, wanted: list[str] | None) -> dict[str, dict]:
     """name -> overrides of the variants that may be chosen: those asked for (or all the
     preset's), less any given the true prior, which a PU user cannot run."""
-    from pucl.reporting import prior_source
-    from pucl.sweep import load_preset, variant_overrides
+    from pucl.params.presets import load_preset
+    from pucl.params.sweeps import variant_overrides
+    from pucl.reporting.tables import prior_source
 
     spec = load_preset(preset)
     names = [spec.default if n == "default" else n for n in (wanted or list(spec.variants))]
@@ -61,7 +62,7 @@ def candidates(preset: str, wanted: list[str] | None) -> dict[str, dict]:
 def run_one(overrides: dict, seed: int, cache: Path) -> dict:
     """One whole pipeline: the metrics a row keeps, and its minutes per seed (an encoder
     taken from the cache counted at what it cost to train, reporting.minutes_per_seed)."""
-    from pucl.reporting import minutes_per_seed
+    from pucl.reporting.tables import minutes_per_seed
 
     run = run_once(overrides, seed, "honest-rows", cache)
     metrics, minutes, pretrain = run.metrics, run.minutes, run.stages.get("pretrain", {})
@@ -93,7 +94,7 @@ def choose(rows: pd.DataFrame, preset: str, settings: str, seeds: list[int],
            variants: list[str]) -> pd.DataFrame:
     """Per variant: its mean validation estimate over the choosing seeds, and `chosen`
     marking the one pucl's rule picks."""
-    from pucl.reporting import chosen
+    from pucl.reporting.tables import chosen
 
     mine = rows[(rows["preset"] == preset) & (rows["settings"] == settings)
                 & rows["seed"].isin(seeds) & rows["variant"].isin(variants)]

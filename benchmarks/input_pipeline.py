@@ -20,7 +20,7 @@ from pucl.data.augment import AffineJitter, normalize, to_unit_float
 from pucl.losses import make_loss
 from pucl.models import ContrastiveModel
 from pucl.pretraining.contrastive import PretrainSettings, train_contrastive
-from pucl.runtime import seeded_generator
+from pucl.runtime.device import seeded_generator
 
 TARGET = 0.7
 

@@ -26,7 +26,7 @@ import numpy as np
 import yaml
 from scipy.spatial.distance import cdist
 
-from pucl.data.registry import load_dataset
+from pucl.data.catalog import load_dataset
 from pucl.data.tasks import get_task
 from pucl.prior import estimate_prior, prepare_features
 

@@ -1,4 +1,4 @@
-"""The kNN probe (`pucl.metrics.knn_accuracy`, evaluate's oracle diagnostic) against
+"""The kNN probe (`pucl.evaluation.metrics.knn_accuracy`, evaluate's oracle diagnostic) against
 scikit-learn's brute-force cosine KNeighborsClassifier, side by side on the same rows:
 seconds of each, their ratio, and whether the two accuracies agree.
 
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from sklearn.neighbors import KNeighborsClassifier
 
-from pucl.metrics import knn_accuracy
+from pucl.evaluation.metrics import knn_accuracy
 
 
 def clustered(rng: np.random.Generator, n: int, dims: int) -> tuple[np.ndarray, np.ndarray]:

@@ -36,8 +36,8 @@ def fresh_copy(dest: Path, overrides: list[str]) -> dict[str, str]:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
     if overrides:
-        from pucl.config import parse_assignments
-        from pucl.settings import apply_overrides
+        from pucl.params.config import parse_assignments
+        from pucl.recipe.settings import apply_overrides
 
         raw = yaml.safe_load((dest / "params.yaml").read_text())
         raw = apply_overrides(raw, parse_assignments(overrides))

@@ -28,7 +28,7 @@ from pucl.data.augment import AffineJitter
 from pucl.losses import make_loss
 from pucl.models import ContrastiveModel
 from pucl.pretraining.loop import two_views
-from pucl.runtime import seeded_generator
+from pucl.runtime.device import seeded_generator
 
 OUT = Path(__file__).resolve().parents[1] / "reports" / "encoder" / "throughput.csv"
 EPOCH_IMAGES = 60_000  # Fashion-MNIST's training set

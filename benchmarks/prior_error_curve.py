@@ -58,7 +58,7 @@ def cut_diagnostics(roc: pd.DataFrame, prior_test: float, share: float) -> dict:
 
 
 def run_one(overrides: dict, seed: int, cache: Path, prior: float) -> dict:
-    from pucl.reporting import minutes_per_seed
+    from pucl.reporting.tables import minutes_per_seed
 
     run = run_once({**overrides, "classifier.prior": prior}, seed, "prior-curve", cache,
                    keep=("evaluate", "roc.csv"))
@@ -79,7 +79,8 @@ def read_rows(out: Path) -> pd.DataFrame:
 
 
 def main() -> None:
-    from pucl.sweep import load_preset, variant_overrides
+    from pucl.params.presets import load_preset
+    from pucl.params.sweeps import variant_overrides
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", required=True, choices=sorted(TRUE_PRIOR_PRESETS))

@@ -306,7 +306,7 @@ def check_after_kill(project: Project) -> dict:
 
 
 def check_after_recovery(project: Project, added: list[Path]) -> dict:
-    from pucl.datastore import _recorded_files
+    from pucl.production.datastore import _recorded_files
 
     client = project.client()
     exp = client.get_experiment_by_name("pucl")

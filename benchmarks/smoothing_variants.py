@@ -27,9 +27,9 @@ import torch
 
 from pucl.artifacts import load_classifier_model, load_head, load_model
 from pucl.classify.neighbours import NeighbourHead
-from pucl.config import load_params
 from pucl.data import load_dataset
-from pucl.features import embed, scoring_views
+from pucl.models.features import embed, scoring_views
+from pucl.params.config import load_params
 
 
 def two_hop_scores(bank: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:

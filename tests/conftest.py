@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pucl.environment import quiet_defaults
 from pucl.flows._server import SERVER_STARTUP_TIMEOUT_S
+from pucl.runtime.environment import quiet_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
 

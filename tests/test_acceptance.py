@@ -29,8 +29,8 @@ def _estimator_accuracy(project, params, clf) -> float:
     import pandas as pd
     import torch
 
-    from pucl.config import Params
     from pucl.data import load_dataset
+    from pucl.params.config import Params
 
     p = Params.model_validate(params)
     manifest = pd.read_parquet(project / "data/split/manifest.parquet")
@@ -63,8 +63,9 @@ def test_a_presets_estimator_gives_the_pipelines_accuracy_on_fashion_mnist(proje
     Fashion-MNIST IDX files (Debian's dataset-fashion-mnist, or data/raw): without them
     it fails with the loader's one-line error, as a run would."""
     from pucl import PUClassifier
-    from pucl.settings import apply_overrides
-    from pucl.sweep import load_preset, variant_overrides
+    from pucl.params.presets import load_preset
+    from pucl.params.sweeps import variant_overrides
+    from pucl.recipe.settings import apply_overrides
 
     _, overrides = variant_overrides(load_preset("fmnist-i"))
     params = apply_overrides(yaml.safe_load((ROOT / "params.yaml").read_text()),

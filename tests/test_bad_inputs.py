@@ -254,24 +254,24 @@ def test_missing_or_unreadable_data_root_is_named(tmp_path):
     (registered here as a stand-in: the embedded dataset reads no files)."""
     import numpy as np
 
-    from pucl.data import registry
+    from pucl.data import catalog
     from pucl.errors import DataError
 
-    @registry.register("files-test", tasks=("mnist-i",), classes=tuple(range(10)),
+    @catalog.register("files-test", tasks=("mnist-i",), classes=tuple(range(10)),
                        image_shape=(1, 2, 2), needs_root=True)
     def _load(root, **_):
         x = np.zeros((4, 1, 2, 2), np.uint8)
-        return registry.ImageData("files-test", x, np.arange(4), x, np.arange(4))
+        return catalog.ImageData("files-test", x, np.arange(4), x, np.arange(4))
 
     try:
         with pytest.raises(DataError, match=f"data root {tmp_path / 'nope'} does not exist"):
-            registry.load_dataset("files-test", root=str(tmp_path / "nope"))
+            catalog.load_dataset("files-test", root=str(tmp_path / "nope"))
         (tmp_path / "file").write_text("x")
         with pytest.raises(DataError, match="is not a readable directory"):
-            registry.load_dataset("files-test", root=str(tmp_path / "file"))
-        assert len(registry.load_dataset("files-test", root=str(tmp_path)).x_train) == 4
+            catalog.load_dataset("files-test", root=str(tmp_path / "file"))
+        assert len(catalog.load_dataset("files-test", root=str(tmp_path)).x_train) == 4
     finally:
-        registry.DATASETS.pop("files-test")
+        catalog.DATASETS.pop("files-test")
 
 
 def test_pucl_debug_shows_the_traceback_above_the_line(finished):
@@ -287,8 +287,8 @@ def test_pucl_debug_shows_the_traceback_above_the_line(finished):
 def test_a_run_is_found_by_name_without_a_store(finished, tmp_path):
     """With tracking off there is no store; a run's name still finds its directory, and
     scores as its files say (the project after `pucl repro` is such a run)."""
-    from pucl import serving
     from pucl.errors import PuclError
+    from pucl.production import serving
 
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "mine").symlink_to(finished)

@@ -160,8 +160,8 @@ def test_every_preset_is_a_short_protocol_of_valid_params():
     variants at most in all), each point valid params; the paper's protocols carry its
     numbers for every baseline they name."""
     from pucl.data import DATASETS
+    from pucl.params.sweeps import expand, load_sweep, reference_of
     from pucl.stages.runner import resolve_params
-    from pucl.sweep import expand, load_sweep, reference_of
 
     presets = sorted((ROOT / "params" / "presets").glob("*.yaml"))
     specs = {path.stem: load_sweep(path) for path in presets}
@@ -187,8 +187,8 @@ def test_every_preset_is_a_short_protocol_of_valid_params():
 
 
 def test_the_recommended_variants_score_the_views_their_reports_measured():
+    from pucl.params.sweeps import load_sweep, variant_overrides
     from pucl.stages.runner import resolve_params
-    from pucl.sweep import load_sweep, variant_overrides
 
     for preset, views in (("fmnist-i", ("hflip", 2)), ("fmnist-ii", ("none", 0))):
         _, overrides = variant_overrides(load_sweep(ROOT / "params" / "presets" / f"{preset}.yaml"))

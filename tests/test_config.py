@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from pucl.config import Params, load_params, parse_params
 from pucl.errors import ParamsError
-from pucl.settings import flatten
+from pucl.params.config import Params, load_params, parse_params
+from pucl.recipe.settings import flatten
 from tests.conftest import ROOT
 
 

@@ -24,8 +24,8 @@ from pucl.losses import CONTRASTIVE_LOSSES
 from pucl.models import ContrastiveModel
 from pucl.pretraining.contrastive import PretrainSettings, train_contrastive
 from pucl.prior.heldout import HeldOutParams, heldout_scores, roll_index
-from pucl.runtime import configure, load_optimizer, seeded_generator
-from pucl.step_graph import COUNTS, GraphedStep, eager
+from pucl.runtime.device import configure, load_optimizer, seeded_generator
+from pucl.runtime.step_graph import COUNTS, GraphedStep, eager
 from tests.conftest import tiny_params
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

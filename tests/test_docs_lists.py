@@ -29,7 +29,7 @@ def quoted(text: str) -> set[str]:
 
 
 def test_the_dataset_table_names_every_dataset_and_its_tasks():
-    from pucl.data.registry import DATASETS
+    from pucl.data.catalog import DATASETS
 
     rows = table_rows("docs/datasets.md", "dataset")
     assert set(rows) == set(DATASETS)
@@ -39,7 +39,8 @@ def test_the_dataset_table_names_every_dataset_and_its_tasks():
 
 
 def test_the_preset_table_names_every_preset_and_its_default():
-    from pucl.sweep import PRESETS, load_sweep
+    from pucl.params.presets import PRESETS
+    from pucl.params.sweeps import load_sweep
 
     rows = table_rows("docs/datasets.md", "preset")
     files = {p.stem: p for p in (ROOT / PRESETS).glob("*.yaml")}

@@ -141,7 +141,7 @@ def test_a_file_that_is_not_a_saved_estimator_is_refused_in_one_line(tmp_path):
 def test_neighbours_smooth_the_scores_of_the_same_head():
     """neighbours = k: the same encoder and head as without, the scores averaged over each
     row and its k nearest training rows (the naive definition, tests/test_neighbours)."""
-    from pucl.features import embed
+    from pucl.models.features import embed
     from tests.test_neighbours import naive_smoothed
 
     x, y, s = tabular_pu(300, seed=2)

@@ -136,7 +136,7 @@ def test_data_add_on_a_full_disk_records_nothing_and_the_next_add_works(tracked)
 def test_a_batch_an_interrupted_add_left_unrecorded_is_removed_not_kept(tracked):
     """A kill between writing the batch and `dvc add` leaves a file DVC never recorded:
     the next add (or retrain) removes it and says so, so the batch is added once."""
-    from pucl.datastore import current_version
+    from pucl.production.datastore import current_version
 
     first = tracked / "data/dataset/batches/00000.npz"
     shutil.copyfile(first, first.with_name("00001.npz"))  # what the killed add wrote
@@ -157,7 +157,7 @@ def test_a_batch_an_interrupted_add_left_unrecorded_is_removed_not_kept(tracked)
 def test_a_second_run_of_the_same_name_is_refused_while_the_first_runs(project):
     """Two runs writing one directory would mix their outputs: while a run holds its
     directory, another of that name stops at once and touches nothing."""
-    from pucl.datastore import LockedError, exclusive
+    from pucl.production.datastore import LockedError, exclusive
     from pucl.stages.runner import resolve_params, run_directory, run_pipeline
 
     params = resolve_params(project)

@@ -126,8 +126,8 @@ def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):
 
 
 def test_encoder_part_is_lenets_conv_trunk_and_shares_its_weights():
-    from pucl.features import encoder_part
     from pucl.models import make_encoder
+    from pucl.models.features import encoder_part
 
     lenet = make_encoder("lenet5", (1, 28, 28))
     trunk = encoder_part(lenet, "trunk")
@@ -213,7 +213,7 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
 
 
 def test_method_head_reads_the_encoder_only():
-    from pucl.config import parse_params
+    from pucl.params.config import parse_params
 
     with pytest.raises(ParamsError, match="classifier.features must be 'encoder' with "
                                           "objective 'method_head'"):

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from pucl.interrupts import SIGTERM_EXIT_CODE, Terminated, end_on_sigterm, run_status
+from pucl.runtime.interrupts import SIGTERM_EXIT_CODE, Terminated, end_on_sigterm, run_status
 from pucl.tracking.runs import TRACKING_ENV
 from tests.conftest import new_store
 
@@ -20,7 +20,7 @@ SCRIPT = """
 import sys, time
 from pathlib import Path
 from pucl import tracking
-from pucl.interrupts import end_on_sigterm
+from pucl.runtime.interrupts import end_on_sigterm
 root, uri, handled = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "handled"
 if handled:
     end_on_sigterm()

@@ -11,9 +11,9 @@ import yaml
 
 from pucl.artifacts import classifier_features, load_classifier, load_models
 from pucl.classify.deployable import ServedClassifier
-from pucl.config import load_params
 from pucl.data import load_dataset
-from pucl.features import encoder_part
+from pucl.models.features import encoder_part
+from pucl.params.config import load_params
 from tests.helpers import STAGES, read_metrics, stage
 
 

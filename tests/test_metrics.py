@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pucl.metrics import errors_by_class
+from pucl.evaluation.metrics import errors_by_class
 
 
 def test_errors_by_class_counts_each_original_classes_mistakes():
@@ -27,7 +27,7 @@ def test_errors_by_class_without_mistakes_has_zero_shares():
 
 
 def test_class_names_follow_the_datasets_labels():
-    from pucl.data.registry import class_name
+    from pucl.data.catalog import class_name
 
     assert class_name("fmnist", 4) == "coat" and class_name("fmnist", 0) == "T-shirt/top"
     assert class_name("cifar10", 1) == "automobile" and class_name("stl10", 2) == "car"

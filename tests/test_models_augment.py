@@ -140,7 +140,7 @@ def test_mlp_standardises_tabular_features_of_any_scale():
 
 def test_make_augment_picks_by_input_kind():
     from pucl.data.augment import FeatureNoise, make_augment
-    from pucl.settings import AugmentParams
+    from pucl.recipe.settings import AugmentParams
 
     params = AugmentParams(degrees=0.0, hflip=0.5, feature_noise=0.2, feature_drop=0.0)
     assert make_augment(params, tabular=True) == FeatureNoise(0.2, 0.0)
@@ -149,7 +149,7 @@ def test_make_augment_picks_by_input_kind():
 
 
 def test_scoring_views_come_one_at_a_time_and_feature_rows_are_refused_at_once():
-    from pucl.features import scoring_views
+    from pucl.models.features import scoring_views
 
     images = np.random.default_rng(0).integers(0, 256, (4, 1, 8, 8), dtype=np.uint8)
     views = scoring_views(images, True, 1)

@@ -12,9 +12,9 @@ import yaml
 from sklearn.metrics import roc_auc_score
 
 from pucl import PUClassifier
-from pucl.config import Params
 from pucl.data import load_dataset
-from pucl.settings import apply_overrides, flatten
+from pucl.params.config import Params
+from pucl.recipe.settings import apply_overrides, flatten
 from tests.conftest import ROOT, TINY_PARAMS, make_project
 from tests.helpers import STAGES, read_metrics, stage
 
@@ -93,7 +93,7 @@ def test_the_shipped_presets_recommended_variants_become_estimators():
 
 def test_the_estimators_defaults_are_params_yamls():
     """One home: PUClassifier() builds the recipe of the shipped params.yaml."""
-    from pucl.config import load_params
+    from pucl.params.config import load_params
     from pucl.recipe import Recipe
 
     params = load_params(ROOT / "params.yaml")

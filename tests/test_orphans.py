@@ -19,7 +19,7 @@ def _worker(pids) -> None:
 def _unwinding_worker(pids, marker: str) -> None:
     """A worker whose stage runs under pucl's SIGTERM handler (as every stage does)."""
     from pucl.flows._tasks import exit_with_parent
-    from pucl.interrupts import end_on_sigterm
+    from pucl.runtime.interrupts import end_on_sigterm
 
     end_on_sigterm()
     exit_with_parent()
@@ -34,7 +34,7 @@ def _late_worker(pids, marker: str) -> None:
     """A worker that survives its stopped point (a process pool's loop catches the
     exception) and is handed the next point after the sweep died."""
     from pucl.flows._tasks import exit_with_parent
-    from pucl.interrupts import Terminated, end_on_sigterm
+    from pucl.runtime.interrupts import Terminated, end_on_sigterm
 
     end_on_sigterm()
     exit_with_parent()  # the first point
@@ -125,7 +125,7 @@ def test_without_the_watch_the_worker_would_live_on():
 def _stoppable_worker(pids, stop_marker: str, unwound: str, late: bool) -> None:
     """A pool worker of a sweep that stays alive (its pool waits for it) but stops."""
     from pucl.flows._tasks import exit_with_parent
-    from pucl.interrupts import Terminated, end_on_sigterm
+    from pucl.runtime.interrupts import Terminated, end_on_sigterm
 
     end_on_sigterm()
     exit_with_parent(stop_marker)

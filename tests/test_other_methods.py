@@ -214,8 +214,8 @@ def test_ncpu_resumes_bit_for_bit():
 
 
 def test_method_head_without_a_method_is_refused():
-    from pucl.config import parse_params
     from pucl.errors import ParamsError
+    from pucl.params.config import parse_params
 
     with pytest.raises(ParamsError, match="^classifier.objective 'method_head' needs "
                                           "pretrain.method ncpu"):
@@ -371,7 +371,7 @@ def test_methods_run_through_the_stages_and_evaluate_scores_their_classifier(
 
 
 def test_prototype_bias_against_eq16_written_out():
-    from pucl.metrics import prototype_bias
+    from pucl.evaluation.metrics import prototype_bias
 
     rng = np.random.default_rng(0)
     views = rng.normal(size=(6, 3, 4))
@@ -388,7 +388,7 @@ def test_prototype_bias_against_eq16_written_out():
 
 
 def test_sparsity_and_class_consistency_known_answers():
-    from pucl.metrics import class_consistency, feature_sparsity
+    from pucl.evaluation.metrics import class_consistency, feature_sparsity
 
     f = np.array([[0.0, 2.0, 0.0], [0.0, 1.0, 3.0], [5.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
     labels = np.array([1, 1, 0, 0])
@@ -398,7 +398,7 @@ def test_sparsity_and_class_consistency_known_answers():
 
 
 def test_knn_probe_against_a_cosine_vote_written_out():
-    from pucl.metrics import knn_accuracy
+    from pucl.evaluation.metrics import knn_accuracy
 
     rng = np.random.default_rng(0)
     train, test = rng.normal(size=(60, 5)), rng.normal(size=(25, 5))
@@ -417,7 +417,7 @@ def test_knn_probe_against_a_cosine_vote_written_out():
 
 
 def test_knn_probe_breaks_a_tied_vote_for_the_smaller_label():
-    from pucl.metrics import knn_accuracy
+    from pucl.evaluation.metrics import knn_accuracy
 
     # three classes (labels 2, 5, 9) on a circle; k = 4 leaves 2:2 ties to break
     rng = np.random.default_rng(1)
@@ -441,7 +441,7 @@ def test_knn_probe_breaks_a_tied_vote_for_the_smaller_label():
 
 
 def test_knn_probe_with_k_beyond_the_rows_votes_over_all_of_them():
-    from pucl.metrics import knn_accuracy
+    from pucl.evaluation.metrics import knn_accuracy
 
     rng = np.random.default_rng(2)
     train, test = rng.normal(size=(5, 3)), rng.normal(size=(8, 3))
@@ -452,7 +452,7 @@ def test_knn_probe_with_k_beyond_the_rows_votes_over_all_of_them():
 
 
 def test_knn_probe_ranks_an_all_zero_row_at_similarity_zero():
-    from pucl.metrics import knn_accuracy
+    from pucl.evaluation.metrics import knn_accuracy
 
     train = np.array([[1.0, 0.0], [0.9, 0.1], [-1.0, 0.0], [0.0, 0.0]])
     test = np.array([[2.0, 0.1], [-3.0, 0.2]])
@@ -463,7 +463,7 @@ def test_knn_probe_ranks_an_all_zero_row_at_similarity_zero():
 
 
 def test_input_features_are_the_encoder_input_flattened():
-    from pucl.features import input_features
+    from pucl.models.features import input_features
 
     images = np.array([[[[0, 255], [51, 102]]], [[[255, 255], [0, 0]]]], dtype=np.uint8)
     expected = np.array([[-1.0, 1.0, -0.6, -0.2], [1.0, 1.0, -1.0, -1.0]], dtype=np.float32)

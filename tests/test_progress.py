@@ -1,5 +1,5 @@
 """Progress you can see while a sweep runs: epoch events from the training loops
-(pucl.progress), a point's progress file, and the sweep's one line per change."""
+(pucl.runtime.progress), a point's progress file, and the sweep's one line per change."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 
 from pucl.classify.linear import LinearSettings, train_linear_head
 from pucl.flows._progress import PROGRESS_FILE, PointProgress, SweepWatch
-from pucl.progress import EpochBar, listening, report
-from pucl.runtime import seeded_generator
+from pucl.runtime.device import seeded_generator
+from pucl.runtime.progress import EpochBar, listening, report
 
 
 def test_training_loops_report_each_epoch_to_a_listener():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
 
-from pucl.pu_metrics import (
+from pucl.evaluation.label_free import (
     Estimate,
     auc_p_vs_u,
     drop_alert,

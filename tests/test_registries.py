@@ -205,7 +205,7 @@ def test_every_pretraining_method_trains_one_epoch_in_place(name):
     from pucl.data.augment import AffineJitter
     from pucl.losses import make_loss
     from pucl.models import ContrastiveModel
-    from pucl.runtime import seeded_generator
+    from pucl.runtime.device import seeded_generator
 
     torch.manual_seed(0)
     model = ContrastiveModel("lenet5", (1, 28, 28), 32, 16)

@@ -10,7 +10,7 @@ from pucl.data.augment import AffineJitter
 from pucl.losses import make_loss
 from pucl.models import ContrastiveModel
 from pucl.pretraining.contrastive import PretrainSettings, train_contrastive
-from pucl.runtime import seeded_generator
+from pucl.runtime.device import seeded_generator
 
 
 class Crash(Exception):

@@ -95,7 +95,7 @@ def test_a_crafted_checkpoint_is_refused_not_resumed(tmp_path):
 
 
 def test_a_crafted_cifar_batch_is_refused(tmp_path):
-    from pucl.data.registry import load_dataset
+    from pucl.data.catalog import load_dataset
 
     base = tmp_path / "cifar-10-batches-py"
     base.mkdir()
@@ -116,7 +116,7 @@ def test_an_mlflow_model_that_would_unpickle_code_is_refused(tmp_path, tracking_
     import mlflow.pyfunc
 
     from pucl import tracking
-    from pucl.tracking.registry import UnsafeModel
+    from pucl.tracking.models import UnsafeModel
 
     class Scorer(mlflow.pyfunc.PythonModel):  # pickled whole by MLflow (cloudpickle)
         def __init__(self, marker):
@@ -160,7 +160,7 @@ def test_an_mlflow_pytorch_model_saved_as_a_pickle_is_refused(tmp_path, tracking
     import mlflow.pytorch
 
     from pucl import tracking
-    from pucl.tracking.registry import UnsafeModel
+    from pucl.tracking.models import UnsafeModel
 
     class Scorer(torch.nn.Module):
         def __init__(self, marker):

@@ -230,7 +230,7 @@ def test_pretraining_fingerprint_follows_the_training_inputs_content(project):
     import pandas as pd
     import torch
 
-    from pucl.config import load_params
+    from pucl.params.config import load_params
     from pucl.stages.pretrain import fingerprint
 
     ctx = SimpleNamespace(params=load_params(project / "params.yaml"))
@@ -252,7 +252,7 @@ def test_pretraining_fingerprint_follows_the_device(project, monkeypatch):
     import pandas as pd
     import torch
 
-    from pucl.config import load_params
+    from pucl.params.config import load_params
     from pucl.stages.pretrain import fingerprint
 
     manifest = pd.DataFrame({"index": [0], "split": "train", "pu": [1], "in_u": [True],

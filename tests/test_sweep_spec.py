@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pucl.config import parse_assignments, parse_params
 from pucl.errors import ParamsError
-from pucl.reporting import comparison_table, runs_frame, varying_params
-from pucl.settings import apply_overrides
-from pucl.sweep import expand, parse_sweep, variant_overrides
+from pucl.params.config import parse_assignments, parse_params
+from pucl.params.sweeps import expand, parse_sweep, variant_overrides
+from pucl.recipe.settings import apply_overrides
+from pucl.reporting.tables import comparison_table, runs_frame, varying_params
 
 
 def test_expand_is_the_cartesian_product_times_seeds():
@@ -131,7 +131,7 @@ def test_empty_comparison_has_no_rows():
 
 
 def test_bench_table_prints_percent_beside_the_paper():
-    from pucl.reporting import bench_table
+    from pucl.reporting.tables import bench_table
 
     frame = pd.DataFrame({"run": list("abcd"), "run_id": list("abcd"),
                           "variant": ["x", "x", "y", "y"], "base.seed": [0, 1, 0, 1],
@@ -152,7 +152,7 @@ def test_reference_must_name_a_variant():
 
 
 def test_references_per_grid_point_are_looked_up_by_the_points_name():
-    from pucl.sweep import reference_of
+    from pucl.params.sweeps import reference_of
 
     spec = parse_sweep({"name": "s", "grid": {"data.task": ["a", "b"], "split.n_p": [1, 2]},
                         "variants": {"v": {}, "w": {}},
@@ -213,7 +213,7 @@ def test_grouped_comparison_names_the_prior_source_and_minutes_per_seed():
 
 
 def test_the_choice_reads_the_validation_estimate_never_the_test():
-    from pucl.reporting import bench_table, choice_lines, chosen
+    from pucl.reporting.tables import bench_table, choice_lines, chosen
 
     # the test set prefers x everywhere; the validation estimate prefers y at n_p 100
     frame = pd.DataFrame({"run": list("abcdef"), "run_id": list("abcdef"),

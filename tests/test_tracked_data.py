@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pucl import datastore, serving, tracking
-from pucl.config import Params, anchor_paths
+from pucl import tracking
 from pucl.data.tracked import Batch, check_batch, load_tracked
 from pucl.errors import DataError, PuclError
 from pucl.flows.retrain import fingerprint, params_digest, should_promote
+from pucl.params.config import Params, anchor_paths
+from pucl.production import datastore, serving
 from tests.conftest import make_project, python_path
 
 

@@ -9,7 +9,7 @@
 unlabeled rows, contrastive pretraining of the encoder(s), PUPL's pseudo-labels when the
 objective reads them, a head per encoder (fine-tuned and smoothed as asked), and scoring
 over encoders and test-time views. Every default is params.yaml's, read from one home
-(pucl.settings), so on the same rows, seed and device it gives the pipeline's model. It
+(pucl.recipe.settings), so on the same rows, seed and device it gives the pipeline's model. It
 reads no file and logs nothing (`from_preset` reads the preset's YAML).
 """
 
@@ -38,8 +38,7 @@ from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
 from pucl.recipe.prior import estimate_prior as recipe_prior
 from pucl.recipe.pupl import fit_pseudo_labels, pupl_features
 from pucl.recipe.scoring import member_scores, view_features
-from pucl.runtime import resolve_device
-from pucl.settings import (
+from pucl.recipe.settings import (
     BaseParams,
     ClassifierParams,
     EvaluateParams,
@@ -47,6 +46,7 @@ from pucl.settings import (
     PriorParams,
     SplitParams,
 )
+from pucl.runtime.device import resolve_device
 
 # What `save` writes: a dict of tensors and plain values, read with torch's weights-only
 # unpickler. The version moves when the layout does; `load` refuses other versions.
@@ -177,7 +177,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         preset's data settings (data.*, split.n_p, paths.*) say which data its protocol
         fits on: pass those rows to `fit`. `params` set the estimator's other parameters
         (random_state, device, ...)."""
-        from pucl.sweep import load_preset, variant_overrides
+        from pucl.params.presets import load_preset
+        from pucl.params.sweeps import variant_overrides
 
         _, overrides = variant_overrides(load_preset(preset), variant)
         return cls(**{**cls.parameters_of(overrides), **params})

@@ -5,7 +5,7 @@ head was trained with (cross-entropy on labels, or the uPU / nnPU risk on P vs U
 The head arrives already trained on frozen features, so the first steps do not push
 random-head gradients into the encoder; the learning rate decays on a cosine schedule.
 Images, indices and the generator live on the training device, each step is one CUDA graph
-on a GPU (pucl.step_graph), and the epoch's loss is read back once (as in pretraining's
+on a GPU (pucl.runtime.step_graph), and the epoch's loss is read back once (as in pretraining's
 loop).
 """
 
@@ -20,9 +20,9 @@ from torch import nn
 from pucl.classify.linear import LinearHead, PUBatches
 from pucl.classify.pu_risk import PU_RISKS, pu_risk
 from pucl.data.augment import augmented_views, view_draws
-from pucl.progress import EpochBar
-from pucl.runtime import LossSum, adam, descend, epoch_order, on_device
-from pucl.step_graph import GraphedStep
+from pucl.runtime.device import LossSum, adam, descend, epoch_order, on_device
+from pucl.runtime.progress import EpochBar
+from pucl.runtime.step_graph import GraphedStep
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from pucl.classify.finetune import FinetuneSettings
 from pucl.classify.linear import LinearSettings
 from pucl.classify.neighbours import NeighbourHead
 from pucl.classify.objectives import ClassifierObjective, Targets
-from pucl.features import embed, encoder_part
 from pucl.models import ContrastiveModel
+from pucl.models.features import embed, encoder_part
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 pseudo-labels (paper 000 section 7.1, "CE over PUPL"; also naive CE with U as negative)
 or with a cost-sensitive PU risk (uPU / nnPU, eq. 14-15).
 
-A head trains where its generator lives (pucl.runtime.seeded_generator(seed, device)):
+A head trains where its generator lives (pucl.runtime.device.seeded_generator(seed, device)):
 features, batch indices and steps stay there (each step one CUDA graph on a GPU:
-pucl.step_graph), losses are read back once per epoch, and the trained head is returned
+pucl.runtime.step_graph), losses are read back once per epoch, and the trained head is returned
 on the CPU, where it scores feature arrays."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from torch import nn
 
 from pucl.classify.base import LinearHead
 from pucl.classify.pu_risk import pu_risk
-from pucl.progress import EpochBar
-from pucl.runtime import LossSum, adam, descend, epoch_order
-from pucl.step_graph import GraphedStep
+from pucl.runtime.device import LossSum, adam, descend, epoch_order
+from pucl.runtime.progress import EpochBar
+from pucl.runtime.step_graph import GraphedStep
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from pucl import tracking
-from pucl.environment import quiet_defaults
 from pucl.errors import PuclError, debugging, disk_full
+from pucl.runtime.environment import quiet_defaults
 
 app = typer.Typer(help="Contrastive PU learning pipeline (DVC stages, MLflow tracking).",
                   no_args_is_help=True, add_completion=False,
@@ -96,7 +96,7 @@ VariantOption = Annotated[str | None, typer.Option(
 
 def _load_preset(root: Path, preset: str):
     """A preset by name (params/presets/NAME.yaml) or path, or one line and exit 2."""
-    from pucl.sweep import load_preset
+    from pucl.params.presets import load_preset
 
     try:
         return load_preset(preset, [root])
@@ -112,7 +112,7 @@ def _preset_overrides(root: Path, preset: str | None,
         if variant is not None:
             _fail(f"--variant {variant!r} needs --preset (the preset it belongs to)")
         return {}, {}
-    from pucl.sweep import variant_overrides
+    from pucl.params.sweeps import variant_overrides
 
     spec = _load_preset(root, preset)
     try:
@@ -127,7 +127,7 @@ def _validated_overrides(root: Path, assignments: list[str] | None,
                          base: dict | None = None) -> dict:
     """Parse --set values and validate params.yaml with them (on top of `base`, a
     preset's settings), before any work starts."""
-    from pucl.config import anchor_paths, parse_assignments
+    from pucl.params.config import anchor_paths, parse_assignments
     from pucl.stages.runner import resolve_params
 
     try:
@@ -159,7 +159,7 @@ def _run_flow(call, scheduler: bool = False):
 
 
 def _frame_table(frame, title: str) -> Table:
-    from pucl.reporting import format_cell
+    from pucl.reporting.tables import format_cell
 
     table = Table(title=title)
     for col in frame.columns:

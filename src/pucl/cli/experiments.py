@@ -47,8 +47,8 @@ def ablate(
     get the true prior of U (oracle), so the table isolates the objectives from
     prior-estimation error."""
     from pucl.losses import CONTRASTIVE_LOSSES
-    from pucl.reporting import ablation_tables
-    from pucl.sweep import parse_sweep
+    from pucl.params.sweeps import parse_sweep
+    from pucl.reporting.tables import ablation_tables
 
     root = _project()
     names = [v.strip() for v in losses.split(",") if v.strip()]
@@ -109,7 +109,7 @@ def sweep(
         help="group the comparison by these params, comma-separated")] = None,
 ) -> None:
     """Run every point of a parameter x seed grid as its own pipeline, then compare them."""
-    from pucl.sweep import load_sweep
+    from pucl.params.sweeps import load_sweep
 
     try:
         spec = load_sweep(grid)
@@ -119,7 +119,7 @@ def sweep(
     if result["comparison"]:
         import pandas as pd
 
-        from pucl.reporting import with_std
+        from pucl.reporting.tables import with_std
 
         table = pd.read_csv(result["comparison"])
         out.print(_frame_table(with_std(table), f"sweep {spec.name}"))
@@ -177,11 +177,11 @@ def bench(
     --set adds to the preset's `set`: every point gets it, unless its variant sets it; a
     grid key (split.n_p, say) set this way runs that value only.
     Without PRESET: list the presets."""
-    from pucl.reporting import bench_table
+    from pucl.reporting.tables import bench_table
 
     root = _project()
     if preset is None:
-        from pucl.sweep import PRESETS
+        from pucl.params.presets import PRESETS
 
         _list_presets(root / PRESETS)
         return
@@ -189,7 +189,7 @@ def bench(
     try:
         update: dict = {}
         if set_:
-            from pucl.config import anchor_paths, parse_assignments
+            from pucl.params.config import anchor_paths, parse_assignments
 
             given = anchor_paths(parse_assignments(set_), Path.cwd())
             update["set"] = {**spec.set, **given}
@@ -198,10 +198,10 @@ def bench(
         if seeds:
             update["seeds"] = _ints(seeds)
         if variants:
-            from pucl.sweep import select_variants
+            from pucl.params.sweeps import select_variants
 
             spec = select_variants(spec, _split_list(variants))
-        from pucl.sweep import parse_sweep
+        from pucl.params.sweeps import parse_sweep
 
         spec = parse_sweep({**spec.model_dump(), **update}, f"preset {preset}")
     except PuclError as exc:
@@ -211,8 +211,8 @@ def bench(
     if result["comparison"]:
         import pandas as pd
 
-        from pucl.reporting import choice_lines
-        from pucl.sweep import reference_of
+        from pucl.params.sweeps import reference_of
+        from pucl.reporting.tables import choice_lines
 
         grouped = pd.read_csv(result["comparison"])
         table = bench_table(grouped, lambda row: reference_of(
@@ -226,7 +226,8 @@ def bench(
 
 
 def _list_presets(directory: Path) -> None:
-    from pucl.sweep import load_sweep, preset_summary
+    from pucl.params.presets import preset_summary
+    from pucl.params.sweeps import load_sweep
 
     table = Table(title=f"presets ({directory}); pucl run --preset NAME runs the default variant")
     table.add_column("preset")
@@ -275,7 +276,7 @@ def compare(
     pretraining loss); name the row (run or group) with the best validation estimate,
     the choice P and U alone make. Reads the store, changes nothing in it; writes files
     under --out."""
-    from pucl.comparison import compare_runs, find_sweep, pipeline_runs
+    from pucl.reporting.comparison import compare_runs, find_sweep, pipeline_runs
     from pucl.stages.runner import resolve_params
 
     root = _project()
@@ -296,7 +297,7 @@ def compare(
         result = compare_runs(runs, target.resolve(), _split_list(by), title=title)
     except PuclError as exc:
         _fail(str(exc), exc.exit_code)
-    from pucl.reporting import with_std
+    from pucl.reporting.tables import with_std
 
     out.print(_frame_table(with_std(result.table), f"{title}: {len(result.frame)} runs"))
     for line in result.choice:

@@ -31,10 +31,10 @@ from pucl.cli._common import (
     err,
     out,
 )
-from pucl.config import load_params
-from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
-from pucl.interrupts import end_on_sigterm
+from pucl.params.config import load_params
+from pucl.runtime.environment import quiet_defaults
+from pucl.runtime.interrupts import end_on_sigterm
 
 
 def _stage_env(root: Path, parent_run_id: str | None) -> dict[str, str]:

@@ -36,7 +36,7 @@ def _typed(path: str) -> Path:
 def _dataset(set_: list[str] | None):
     """Project, params (with --set) and the tracked dataset's directory. Unlike the other
     commands, the data is not checked: creating it is what these commands are for."""
-    from pucl.config import anchor_paths, parse_assignments
+    from pucl.params.config import anchor_paths, parse_assignments
     from pucl.stages.runner import resolve_params
 
     root = _project()
@@ -72,7 +72,7 @@ def data_init(
 ) -> None:
     """Create the tracked dataset: its frozen holdout and its first batch, as a DVC
     version. Refuses when it already holds data."""
-    from pucl import datastore
+    from pucl.production import datastore
 
     root, params, directory = _dataset(set_)
     rest_path = _typed(rest) if rest else None
@@ -110,7 +110,7 @@ def data_reestimate_prior(set_: SetOption = None) -> None:
     """Estimate a PU holdout's frozen prior again, by prior.method, on the rows it was
     first estimated on (the first batch), as a new DVC version. Every later retrain
     scores with the new prior; the old one stays in DVC and on the data run."""
-    from pucl import datastore
+    from pucl.production import datastore
 
     root, params, directory = _dataset(set_)
     try:
@@ -133,7 +133,7 @@ def data_add(
 ) -> None:
     """Append a batch to the tracked dataset as a new DVC version. It is checked whole
     first (shape, dtype, labels, the batch data contract): refused, nothing changes."""
-    from pucl import datastore
+    from pucl.production import datastore
 
     root, params, directory = _dataset(set_)
     try:
@@ -160,9 +160,9 @@ def data_add(
 
 
 def _watch(params, root: Path, batch_id: str):
-    """The batch watched (pucl.monitoring), or None with a warning: the batch is in
+    """The batch watched (pucl.production.monitoring), or None with a warning: the batch is in
     already, and a store or model that cannot be read must not undo that."""
-    from pucl.monitoring import watch_batch
+    from pucl.production.monitoring import watch_batch
 
     try:
         return watch_batch(params, root, batch_id)
@@ -175,8 +175,8 @@ def _watch(params, root: Path, batch_id: str):
 @data_app.command("status")
 def data_status(set_: SetOption = None) -> None:
     """The tracked dataset's batches, rows and version."""
-    from pucl import datastore
     from pucl.data.tracked import is_initialised
+    from pucl.production import datastore
 
     _, _, directory = _dataset(set_)
     if not is_initialised(directory):
@@ -248,7 +248,7 @@ def predict(
     P(y = 1 | x) and its label (score >= threshold)."""
     import os
 
-    from pucl import serving
+    from pucl.production import serving
 
     if not 0.0 <= threshold <= 1.0:
         _fail(f"--threshold {threshold}: must be in [0, 1]")
@@ -258,7 +258,7 @@ def predict(
         uri = tracking.resolve_tracking_uri(uri, Path.cwd())
     root = tracking.project_root()
     if (root / "params.yaml").exists():  # the project's settings, when run inside one
-        from pucl.config import load_params
+        from pucl.params.config import load_params
 
         try:
             params = load_params(root / "params.yaml")

@@ -5,7 +5,7 @@ probability `hflip`: 0 for digits, whose meaning a mirror changes; 0.5 suits clo
 natural images) via a single `affine_grid` + `grid_sample`, then per-image brightness and
 contrast jitter. Working on batches keeps the CPU on learning rather than on per-sample
 PIL calls; an explicit torch.Generator keeps it reproducible. Every draw is made on the
-batch's device, with a generator on that device (pucl.runtime.seeded_generator): on a GPU
+batch's device, with a generator on that device (pucl.runtime.device.seeded_generator): on a GPU
 the augmentations never leave it.
 """
 
@@ -39,7 +39,7 @@ class AffineJitter:
              dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
         """The random numbers `apply` needs for a batch of `shape`, drawn on the
         generator's device: apart from the arithmetic, so that a CUDA graph can replay
-        the arithmetic on fresh draws (pucl.step_graph)."""
+        the arithmetic on fresh draws (pucl.runtime.step_graph)."""
         b, device = shape[0], generator.device
 
         def rand(kind: torch.dtype = dtype) -> torch.Tensor:
@@ -147,7 +147,7 @@ def view_draws(augment, images: torch.Tensor, rows: int, generator: torch.Genera
                views: int = 1) -> list[tuple[torch.Tensor, ...]]:
     """The random numbers of `views` augmented views of `rows` images shaped like those of
     `images`, one view after the other, on the generator's device: drawn outside a step
-    that is replayed as a CUDA graph (pucl.step_graph)."""
+    that is replayed as a CUDA graph (pucl.runtime.step_graph)."""
     shape = (rows, *images.shape[1:])
     return [augment.draw(shape, generator) for _ in range(views)]
 

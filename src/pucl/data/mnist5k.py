@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from pucl.data.registry import ImageData, register
+from pucl.data.catalog import ImageData, register
 
 
 @functools.lru_cache(maxsize=1)

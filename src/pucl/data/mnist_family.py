@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pucl.data.catalog import ImageData, register
 from pucl.data.idx import read_idx
-from pucl.data.registry import ImageData, register
 from pucl.errors import DataError
 
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pucl.data.registry import ImageData, register
+from pucl.data.catalog import ImageData, register
 from pucl.errors import DataError
 
 

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pucl.data.catalog import ImageData, register
 from pucl.data.inputs import as_model_input, as_stored_pixels
-from pucl.data.registry import ImageData, register
 from pucl.errors import DataError
 
 UNKNOWN = -1

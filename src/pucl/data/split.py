@@ -10,7 +10,7 @@ With `prior`, U is subsampled so that its fraction of positives equals that valu
 A validation part (`validation_rows`) can then be set aside: a seeded share of the
 labelled positives and of the other used rows, which no training step sees. Its labelled
 positives and its members of U are the held-out P and U of the label-free estimates
-(`pucl.pu_metrics`).
+(`pucl.evaluation.label_free`).
 """
 
 from __future__ import annotations

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pucl.data.catalog import ImageData, register
 from pucl.data.own import UNKNOWN, _as_images_or_features, _binary, read_npz
-from pucl.data.registry import ImageData, register
 from pucl.errors import DataError
 
 HOLDOUT = "holdout.npz"

@@ -1,7 +1,7 @@
 """Where a sweep's points are while it runs.
 
 Each point's worker keeps `progress.json` in the point's run directory: the stage it is
-in and its current loop's epochs (fed by pucl.progress events, written at most every few
+in and its current loop's epochs (fed by pucl.runtime.progress events, written at most every few
 seconds, and at once when the stage changes). The sweep's flow reads those files while it
 waits for its points and logs one line whenever the picture changes: how many points are
 done, running and queued, and where each running point is. A worker on a machine that
@@ -22,7 +22,7 @@ PROGRESS_FILE = "progress.json"
 
 
 class PointProgress:
-    """A pucl.progress listener that keeps a point's progress file up to date."""
+    """A pucl.runtime.progress listener that keeps a point's progress file up to date."""
 
     def __init__(self, path: Path, min_interval: float = 2.0):
         self.path, self.min_interval = path, min_interval

@@ -9,9 +9,9 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from pucl.config import Params
 from pucl.errors import PuclError
-from pucl.interrupts import SIGTERM_EXIT_CODE
+from pucl.params.config import Params
+from pucl.runtime.interrupts import SIGTERM_EXIT_CODE
 from pucl.stages.runner import call_stage
 
 STAGE_RETRIES = 2

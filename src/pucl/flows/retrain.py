@@ -3,9 +3,9 @@ since the champion was trained, scores champion and challenger on the same froze
 holdout, and moves the MLflow `champion` alias only by the margin rule.
 
 Data with P and U alone has a PU holdout (held-out labelled positives and unlabeled rows,
-with U's prior frozen beside them): both models are then scored by the label-free estimate
-(`pucl.pu_metrics`) with that same prior. Where every holdout label is known, the labelled
-score decides and the estimate is recorded beside it.
+with U's prior frozen beside them): both models are then scored by the label-free
+estimate (`pucl.evaluation.label_free`) with that same prior. Where every holdout label is
+known, the labelled score decides and the estimate is recorded beside it.
 
 `pucl retrain` runs one pass now; `pucl serve --cron "0 2 * * *"` serves the same flow on
 a schedule; `prefect.yaml` deploys it to a work pool. docs/production.md walks through a
@@ -26,22 +26,22 @@ from prefect import flow, get_run_logger
 
 import pucl
 from pucl import tracking
-from pucl.config import Params
 from pucl.data import get_task, load_dataset
 from pucl.data.split import unlabeled_rows
 from pucl.data.tracked import Holdout, batch_files, read_batch, read_holdout
-from pucl.datastore import (
+from pucl.errors import DataError, PuclError
+from pucl.evaluation.label_free import point_estimates
+from pucl.evaluation.metrics import classification_metrics
+from pucl.flows._tasks import prefect_stage_call, project_dir
+from pucl.params.config import Params
+from pucl.production.datastore import (
     data_identity,
     discard_interrupted_add,
     estimate_prior,
     exclusive,
     holdout_digest,
 )
-from pucl.errors import DataError, PuclError
-from pucl.flows._tasks import prefect_stage_call, project_dir
-from pucl.metrics import classification_metrics
-from pucl.pu_metrics import point_estimates
-from pucl.serving import score
+from pucl.production.serving import score
 from pucl.stages._context import data_path
 from pucl.stages.runner import default_run_name, resolve_params, run_directory, run_pipeline
 from pucl.validation import ValidationFailed
@@ -217,7 +217,7 @@ def _figures(store: tracking.Store, run: tracking.Run, name: str, workdir: Path)
     versions: from the registered versions' tags; and, once batches were watched, the
     champion's estimate and U's prior on each (the data runs' monitor.* metrics)."""
     from pucl.io import save_figure
-    from pucl.reporting import monitor_figure, retrain_history_figures
+    from pucl.reporting.tables import monitor_figure, retrain_history_figures
 
     figures = retrain_history_figures(store.versions(name))
     watched = watched_batches(store)

@@ -25,13 +25,14 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
 
 from pucl import tracking
-from pucl.comparison import compare_runs, pipeline_runs
-from pucl.config import Params
 from pucl.errors import ParamsError, PuclError
 from pucl.flows._progress import PROGRESS_FILE, PointProgress, SweepWatch
 from pucl.flows._tasks import exit_with_parent, project_dir, retry_if_transient
+from pucl.params.config import Params
+from pucl.params.sweeps import SweepPoint, SweepSpec, expand, parse_sweep
 from pucl.pretraining import PRETRAINING_METHODS
-from pucl.progress import listening
+from pucl.reporting.comparison import compare_runs, pipeline_runs
+from pucl.runtime.progress import listening
 from pucl.stages._context import entry_settings
 from pucl.stages.preflight import check_inputs
 from pucl.stages.runner import (
@@ -41,7 +42,6 @@ from pucl.stages.runner import (
     run_pipeline,
     safe_name,
 )
-from pucl.sweep import SweepPoint, SweepSpec, expand, parse_sweep
 
 
 class SweepFailed(RuntimeError):

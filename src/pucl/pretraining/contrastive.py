@@ -22,8 +22,8 @@ from pucl.pretraining.loop import (
     TrainingLoop,
     full_batch_size,
 )
-from pucl.runtime import on_device
-from pucl.step_graph import GraphedStep
+from pucl.runtime.device import on_device
+from pucl.runtime.step_graph import GraphedStep
 
 __all__ = ["Contrastive", "EpochStats", "PretrainSettings", "train_contrastive"]
 

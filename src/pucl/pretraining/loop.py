@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 import torch
 
 from pucl.data.augment import augmented_views, view_draws
-from pucl.progress import EpochBar
-from pucl.runtime import LossSum, adam, current_lr, descend, epoch_order, load_optimizer
+from pucl.runtime.device import LossSum, adam, current_lr, descend, epoch_order, load_optimizer
+from pucl.runtime.progress import EpochBar
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from pucl.pretraining.loop import (
     two_views,
 )
 from pucl.registry import EntryParams
-from pucl.runtime import on_device
+from pucl.runtime.device import on_device
 
 POSITIVE, NEGATIVE = 0, 1
 

@@ -36,7 +36,7 @@ from pucl.pretraining.base import (
 )
 from pucl.pretraining.loop import EpochStats, TrainingLoop, full_batch_size
 from pucl.registry import EntryParams
-from pucl.runtime import on_device
+from pucl.runtime.device import on_device
 
 NEGATIVE, POSITIVE = 0, 1
 

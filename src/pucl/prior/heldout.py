@@ -30,10 +30,10 @@ from torch import nn
 from pucl.models.encoders import LeNet5, MLPEncoder
 from pucl.prior.base import PriorEstimator
 from pucl.prior.bins import best_bin
-from pucl.progress import EpochBar
 from pucl.registry import EntryParams
-from pucl.runtime import adam, descend, from_host
-from pucl.step_graph import GraphedStep
+from pucl.runtime.device import adam, descend, from_host
+from pucl.runtime.progress import EpochBar
+from pucl.runtime.step_graph import GraphedStep
 
 
 class HeldOutParams(EntryParams):

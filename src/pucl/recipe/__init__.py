@@ -1,4 +1,4 @@
-"""One recipe for a model, from typed settings (pucl.settings): the steps the six DVC stages
+"""One recipe for a model, from typed settings (pucl.recipe.settings): the steps the six DVC stages
 call one at a time, wrapping each with files, data contracts and tracking, and that the
 scikit-learn estimator (pucl.estimators) calls in memory. Both sides get the same model
 from the same settings, data and seed.
@@ -30,8 +30,7 @@ import torch
 from pydantic import BaseModel, ValidationError
 
 from pucl.errors import ParamsError, unknown_parameter
-from pucl.registry import Entry
-from pucl.settings import (
+from pucl.recipe.settings import (
     ClassifierParams,
     EvaluateParams,
     PretrainParams,
@@ -41,6 +40,7 @@ from pucl.settings import (
     apply_overrides,
     check_method_head,
 )
+from pucl.registry import Entry
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Recipe:
 
     @classmethod
     def of(cls, params: Any) -> Recipe:
-        """The recipe of a pipeline's params (pucl.config.Params)."""
+        """The recipe of a pipeline's params (pucl.params.config.Params)."""
         return cls(params.prior, params.pretrain, params.pupl, params.classifier,
                    params.evaluate, params.base.seed)
 

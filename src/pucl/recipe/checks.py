@@ -12,8 +12,8 @@ from pucl.models import ENCODERS
 from pucl.pretraining import PRETRAINING_METHODS
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.pupl import PSEUDO_LABELLERS
+from pucl.recipe.settings import flatten
 from pucl.registry import Registry
-from pucl.settings import flatten
 
 # The params chosen from a registry: (section, field, registry, choices that are not
 # registry entries). A section's sub-sections hold its registries' entries' settings.

@@ -15,7 +15,7 @@ from pucl.data.augment import make_augment
 from pucl.errors import ParamsError
 from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe, entry_settings
-from pucl.runtime import seeded_generator
+from pucl.runtime.device import seeded_generator
 
 
 def classifier_objective(recipe: Recipe):

@@ -12,7 +12,7 @@ from pucl.losses import CONTRASTIVE_LOSSES
 from pucl.models import ContrastiveModel
 from pucl.pretraining import PRETRAINING_METHODS, PretrainJob, PretrainResult
 from pucl.recipe import Recipe, entry_settings
-from pucl.runtime import seeded_generator
+from pucl.runtime.device import seeded_generator
 
 
 def resolve_encoder(name: str, in_shape: Sequence[int]) -> str:

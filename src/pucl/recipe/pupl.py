@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from pucl.features import embed
 from pucl.models import ContrastiveModel
+from pucl.models.features import embed
 from pucl.pupl import PSEUDO_LABELLERS
 from pucl.recipe import Recipe, entry_settings
 

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from pucl.features import embed, encoder_part, scoring_views
 from pucl.models import ContrastiveModel
+from pucl.models.features import embed, encoder_part, scoring_views
 from pucl.recipe import Recipe
 
 

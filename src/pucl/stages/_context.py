@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from pucl.config import Params
 from pucl.data import ImageData, check_task, get_task, load_dataset
 from pucl.errors import ParamsError
 from pucl.io import read_json, read_table, write_json
+from pucl.params.config import Params
 from pucl.registry import Entry
 
 if TYPE_CHECKING:

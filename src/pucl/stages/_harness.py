@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from pucl import tracking
-from pucl.config import Params, load_params
-from pucl.environment import quiet_defaults
 from pucl.errors import DEBUG_ENV, PuclError, debugging, disk_full
-from pucl.interrupts import end_on_sigterm, run_status
+from pucl.params.config import Params, load_params
 from pucl.recipe.checks import check_methods, chosen_settings
-from pucl.runtime import configure
-from pucl.settings import flatten
+from pucl.recipe.settings import flatten
+from pucl.runtime.device import configure
+from pucl.runtime.environment import quiet_defaults
+from pucl.runtime.interrupts import end_on_sigterm, run_status
 from pucl.stages import NUMPY_ONLY_STAGES, STAGES
 from pucl.stages._context import StageContext
 
@@ -72,7 +72,7 @@ def pipeline_run(params: Params, name: str, entry: str, tags: dict | None = None
                               {**pipeline_tags(params, entry), **(tags or {})},
                               parent_run_id) as parent:
         parent.log_params(all_params(params))
-        from pucl.datastore import data_identity
+        from pucl.production.datastore import data_identity
 
         name, digest, source = data_identity(params, root)
         parent.log_dataset(name, digest, source)

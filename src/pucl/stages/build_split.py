@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pucl.data.registry import dataset_spec
+from pucl.data.catalog import dataset_spec
 from pucl.data.split import PUSplit, given_pu_split, make_pu_split, validation_rows
 from pucl.errors import ParamsError
 from pucl.io import write_json, write_table

@@ -16,7 +16,7 @@ from pucl.io import write_json
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.recipe import Recipe
 from pucl.recipe.prior import estimate_prior
-from pucl.runtime import resolve_device
+from pucl.runtime.device import resolve_device
 from pucl.stages._context import PRIOR_REPORT, StageContext
 
 NAME = "estimate_prior"

@@ -5,12 +5,12 @@ estimates alone, and the same files drawn from the validation part (label_free_f
 `metrics.json`: accuracy, f1, precision, recall, roc_auc on the labelled test split;
 val_est_accuracy, val_est_auc, val_est_f1 with their intervals: label-free estimates from
 the validation part's held-out P and U and the pipeline's prior estimate
-(pucl.pu_metrics.validation_metrics), beside val_true_* where U's labels are known
+(pucl.evaluation.label_free.validation_metrics), beside val_true_* where U's labels are known
 (and accuracy_unsmoothed, the head's own, when classifier.neighbours smooths it;
 accuracy_one_view, the image alone, when evaluate.tta or evaluate.tta_shift average
 other views in;
 accuracy_one_member, the first encoder's classifier alone, when pretrain.members is
-above 1; pucl.diagnostics);
+above 1; pucl.recipe.diagnostics);
 prior_estimate / prior_true / prior_abs_error; and ORACLE diagnostics that read true
 training labels, which the method never sees: pseudo_label_accuracy (PUPL labels vs the
 truth on U) and knn_accuracy (kNN of frozen encoder features with true labels), beside
@@ -29,18 +29,18 @@ from sklearn.manifold import TSNE
 
 from pucl.artifacts import classifier_features, load_classifier, load_models
 from pucl.data.augment import make_augment, unit_scale
-from pucl.data.registry import class_name
-from pucl.diagnostics import ablation_metrics, oracle_metrics, representation_metrics
+from pucl.data.catalog import class_name
 from pucl.errors import DataError
-from pucl.features import embed
-from pucl.figures import class_errors_figure, embedding_figure, note_figure, roc_figure
+from pucl.evaluation.label_free import validation_metrics
+from pucl.evaluation.metrics import classification_metrics, errors_by_class, roc_points
 from pucl.io import read_table, save_figure, write_json, write_table
-from pucl.metrics import classification_metrics, errors_by_class, roc_points
-from pucl.pu_metrics import validation_metrics
+from pucl.models.features import embed
 from pucl.recipe import Recipe
+from pucl.recipe.diagnostics import ablation_metrics, oracle_metrics, representation_metrics
 from pucl.recipe.scoring import member_scores, view_features
 from pucl.recipe.served import served_classifier
-from pucl.runtime import resolve_device
+from pucl.reporting.figures import class_errors_figure, embedding_figure, note_figure, roc_figure
+from pucl.runtime.device import resolve_device
 from pucl.stages._context import LABEL_COLUMNS, PRIOR_REPORT, StageContext
 from pucl.validation import suites
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pucl.config import Params
 from pucl.data import check_task, get_task, load_dataset
 from pucl.data.split import check_validation_counts
 from pucl.errors import DataError, ParamsError
+from pucl.params.config import Params
 from pucl.recipe.checks import check_methods
 from pucl.recipe.pretraining import resolve_encoder
 from pucl.stages._context import data_path

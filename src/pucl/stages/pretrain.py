@@ -41,12 +41,12 @@ import pucl.recipe as recipe_package
 import pucl.recipe.pretraining as recipe_module
 from pucl.artifacts import describe_model
 from pucl.errors import DataError
-from pucl.figures import loss_figure
 from pucl.io import atomic_path, read_torch, save_figure, write_table, write_torch
 from pucl.pretraining.loop import EpochStats
 from pucl.recipe import Recipe
 from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain, resolve_encoder
-from pucl.runtime import resolve_device
+from pucl.reporting.figures import loss_figure
+from pucl.runtime.device import resolve_device
 from pucl.stages._context import StageContext
 
 NAME = "pretrain"

@@ -25,7 +25,7 @@ from pucl.artifacts import load_model
 from pucl.io import write_json, write_table
 from pucl.recipe import Recipe
 from pucl.recipe.pupl import fit_pseudo_labels, pupl_features
-from pucl.runtime import resolve_device
+from pucl.runtime.device import resolve_device
 from pucl.stages._context import StageContext
 from pucl.validation import suites
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from pucl.config import Params, parse_params, read_yaml_mapping
 from pucl.io import atomic_path
-from pucl.progress import report
-from pucl.settings import apply_overrides
+from pucl.params.config import Params, parse_params, read_yaml_mapping
+from pucl.recipe.settings import apply_overrides
+from pucl.runtime.progress import report
 from pucl.stages import STAGES
 
 
@@ -112,7 +112,7 @@ def run_pipeline(params: Params, workdir: Path, name: str, tags: dict | None = N
     run named `name` (itself nested under `parent_run_id`, e.g. a sweep). Another run in
     the same directory at the same time is refused at once (LockedError): two runs
     writing one directory would mix their outputs."""
-    from pucl.datastore import exclusive
+    from pucl.production.datastore import exclusive
     from pucl.stages._harness import pipeline_run
 
     lock = workdir.with_name(f".{workdir.name}.lock")

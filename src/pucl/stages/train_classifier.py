@@ -29,7 +29,7 @@ from pucl.classify.objectives import TrainingRows
 from pucl.io import read_table, write_json, write_table, write_torch
 from pucl.recipe import Recipe
 from pucl.recipe.classifier import classifier_objective, fit_classifiers
-from pucl.runtime import resolve_device
+from pucl.runtime.device import resolve_device
 from pucl.stages._context import LABEL_COLUMNS, StageContext
 
 NAME = "train_classifier"

@@ -24,7 +24,7 @@ from pucl.tracking.location import (
     resolve_tracking_uri,
     standard_tags,
 )
-from pucl.tracking.registry import (
+from pucl.tracking.models import (
     CHAMPION,
     ModelNotFound,
     load_uri,

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pucl.environment import quiet_defaults
 from pucl.errors import PuclError, did_you_mean
-from pucl.interrupts import run_status
+from pucl.runtime.environment import quiet_defaults
+from pucl.runtime.interrupts import run_status
 from pucl.tracking.location import standard_tags
 from pucl.tracking.runs import TRACKING_ENV, Run, _warn, first_line, tracking_disabled
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
+from pucl.runtime.environment import quiet_defaults
 
 quiet_defaults()  # before great-expectations is imported: its analytics off
 

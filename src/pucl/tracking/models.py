@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pucl.environment import quiet_defaults
 from pucl.errors import PuclError
+from pucl.runtime.environment import quiet_defaults
 from pucl.tracking.runs import first_line
 from pucl.tracking.store import StoreUnavailable, existing_client
 
@@ -94,7 +94,7 @@ def check_loadable(model_uri: str) -> None:
     """Refuse, before anything of it loads, an MLflow model that could run code of its
     own: pucl loads only what it logs, the pytorch flavour served by mlflow.pytorch with
     no code directory. Its weights MLflow checks to be pickle-free, as pucl runs it with
-    unpickling off (pucl.environment)."""
+    unpickling off (pucl.runtime.environment)."""
     from mlflow.models import get_model_info
 
     quiet_defaults()  # MLflow unpickles nothing in the load that follows

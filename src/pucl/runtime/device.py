@@ -52,7 +52,7 @@ def adam(params, lr: float, weight_decay: float) -> torch.optim.Adam:
     """Adam; on CUDA its fused kernel (one launch per step for every parameter, where a
     small model's step is otherwise a row of tiny launches), capturable, with the learning
     rate in a device tensor that schedules update in place, so a step can be replayed as
-    a CUDA graph (pucl.step_graph); elsewhere torch's default, so CPU results stay as they
+    a CUDA graph (pucl.runtime.step_graph); elsewhere torch's default, so CPU results stay as they
     were."""
     params = list(params)
     if not (params and params[0].is_cuda):
@@ -105,7 +105,7 @@ def on_device(device: torch.device, generator: torch.Generator, *tensors: torch.
     if torch.device(device).type != generator.device.type:
         raise ValueError(f"the generator is on {generator.device.type} but training on "
                          f"{torch.device(device).type}: make it with "
-                         f"pucl.runtime.seeded_generator(seed, device)")
+                         f"pucl.runtime.device.seeded_generator(seed, device)")
     return [t.to(device) for t in tensors]
 
 

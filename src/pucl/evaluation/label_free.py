@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
-from pucl.metrics import classification_metrics
+from pucl.evaluation.metrics import classification_metrics
 
 METRICS = ("accuracy", "balanced_error", "precision", "recall", "f1", "roc_auc")
 

@@ -1,6 +1,6 @@
 """The method's typed settings: one pydantic model per params.yaml section of the method
 (prior, pretrain with its augmentations, pupl, classifier, evaluate), each field with its
-default. This is the one home of those defaults: `pucl.config` composes them with the
+default. This is the one home of those defaults: `pucl.params.config` composes them with the
 pipeline's own sections (paths, data, tracking, ...) into `Params`, params.yaml spells
 them out (a test checks), and the scikit-learn estimator takes its defaults from here.
 
@@ -32,7 +32,7 @@ class SplitParams(_Section):
     scenario: Literal["case_control", "single_dataset"] = "case_control"
     prior: float | None = Field(None, gt=0.0, lt=1.0, description="subsample U to this prior")
     # the share of labelled positives and of the other rows set aside for the label-free
-    # validation estimates (pucl.pu_metrics); no training step sees them. 0: none
+    # validation estimates (pucl.evaluation.label_free); no training step sees them. 0: none
     val_fraction: float = Field(0.1, ge=0.0, le=0.5, description="validation share")
 
 

@@ -21,7 +21,7 @@ from pucl.data.augment import unit_scale
 from pucl.data.inputs import as_model_input
 from pucl.data.own import IMAGE_SUFFIXES, _image_files, _read_images, read_npz
 from pucl.errors import DataError
-from pucl.tracking.registry import ModelNotFound
+from pucl.tracking.models import ModelNotFound
 
 THRESHOLD = 0.5
 BATCH_ROWS = 512
@@ -64,7 +64,7 @@ def open_run(directory: Path) -> RunClassifier:
     """The classifier a pipeline run trained: a run directory of `pucl run` (with its
     params.yaml snapshot), or the project itself after `pucl repro`."""
     from pucl.artifacts import classifier_features, load_classifier, load_models
-    from pucl.config import load_params
+    from pucl.params.config import load_params
     from pucl.recipe import Recipe
     from pucl.recipe.served import served_classifier
 

@@ -12,7 +12,7 @@ import pandas as pd
 from pucl import tracking
 from pucl.errors import PuclError
 from pucl.io import atomic_path, save_figure, write_table
-from pucl.reporting import (
+from pucl.reporting.tables import (
     choice_lines,
     comparison_table,
     gamma_figure,

@@ -20,9 +20,7 @@ import torch
 from torch import nn
 
 from pucl.classify.neighbours import NeighbourHead
-from pucl.features import augmented_projections, embed, encoder_part, input_features
-from pucl.features import raw_projections as projections
-from pucl.metrics import (
+from pucl.evaluation.metrics import (
     class_consistency,
     classification_metrics,
     feature_sparsity,
@@ -30,8 +28,10 @@ from pucl.metrics import (
     prototype_bias,
 )
 from pucl.models import ContrastiveModel
+from pucl.models.features import augmented_projections, embed, encoder_part, input_features
+from pucl.models.features import raw_projections as projections
 from pucl.recipe.scoring import member_scores
-from pucl.runtime import seeded_generator
+from pucl.runtime.device import seeded_generator
 
 
 def ablation_metrics(heads: Sequence[nn.Module], features: list[list[np.ndarray]],

@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from pucl.errors import ParamsError, unknown_parameter
-from pucl.settings import (
+from pucl.recipe.settings import (
     BaseParams,
     ClassifierParams,
     EvaluateParams,

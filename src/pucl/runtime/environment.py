@@ -21,7 +21,7 @@ QUIET_DEFAULTS: dict[str, str] = {
     "OMP_WAIT_POLICY": "PASSIVE",
 }
 # With pickles off, MLflow refuses pickled models and checks a torch.export archive for
-# pickled records before loading it (pucl.tracking.registry refuses the rest).
+# pickled records before loading it (pucl.tracking.models refuses the rest).
 SAFETY: dict[str, str] = {
     "MLFLOW_ALLOW_PICKLE_DESERIALIZATION": "false",
 }

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pucl.config import Params
 from pucl.data import get_task, load_dataset
 from pucl.data.own import _image_files, _read_images, read_npz
 from pucl.data.split import given_pu_split, make_pu_split, unlabeled_rows, validation_rows
@@ -37,6 +36,7 @@ from pucl.data.tracked import (
 )
 from pucl.errors import DataError, PuclError, disk_full
 from pucl.io import atomic_path
+from pucl.params.config import Params
 
 LOCK_TIMEOUT_S = 5.0
 
@@ -237,7 +237,7 @@ def initial_batch(params: Params, source: str, data_root: Path) -> tuple[Batch, 
         if len(data.y_test) == 0:
             return pu_holdout(params, batch)
         return batch, Holdout(data.x_test, data.y_test)
-    from pucl.data.registry import DATASETS
+    from pucl.data.catalog import DATASETS
 
     if source not in DATASETS or DATASETS[source].classes is None:
         allowed = sorted(n for n, s in DATASETS.items() if s.classes is not None)

@@ -1,7 +1,7 @@
 """Watching arriving data: for each batch `pucl data add` appends, U's prior on it and
 the champion's label-free estimated accuracy on the batch's own P and U rows, beside what
 the champion scored on the frozen holdout; a drop beyond the estimate's interval is an
-alert (pucl.pu_metrics.drop_alert). Recorded on the data run (docs/production.md)."""
+alert (pucl.evaluation.label_free.drop_alert). Recorded on the data run (docs/production.md)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from pucl import tracking
-from pucl.config import Params
 from pucl.data.augment import unit_scale
 from pucl.data.split import unlabeled_rows
 from pucl.data.tracked import Batch, batch_files, read_batch
-from pucl.datastore import estimate_prior
-from pucl.pu_metrics import Estimate, drop_alert, estimate_metrics
-from pucl.serving import score
+from pucl.evaluation.label_free import Estimate, drop_alert, estimate_metrics
+from pucl.params.config import Params
+from pucl.production.datastore import estimate_prior
+from pucl.production.serving import score
 
 CHAMPION = tracking.CHAMPION
 

@@ -13,7 +13,7 @@ What a step must respect to be recorded (CUDA's rules for capture):
   (`AffineJitter.draw` / `apply`), so the random stream is the eager one;
 - it reads nothing back to the host and makes tensors of fixed shapes;
 - models and optimiser state are updated in place, so their memory stays where the
-  graph recorded it; the optimiser must be capturable (`pucl.runtime.adam` is, on CUDA);
+  graph recorded it; the optimiser must be capturable (`pucl.runtime.device.adam` is, on CUDA);
 - the tensor it returns is overwritten by the next replay: use it (queue work on it)
   before the next call.
 
