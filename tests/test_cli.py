@@ -96,7 +96,7 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeyp
         (("sweep", "--grid", "missing.yaml"), "sweep file not found: missing.yaml"),
         (("sweep", "--grid", "bad_sweep.yaml"), "sweep point n_p=-1,s0: invalid parameter "
                                                 "'split.n_p' = -1"),
-        (("sweep", "--grid", "typo_sweep.yaml"), "unknown key 'gird'"),
+        (("sweep", "--grid", "typo_sweep.yaml"), "unknown parameter 'gird'"),
         (("sweep", "--grid", "bad_sweep.yaml", "--runner", "ray"), "invalid --runner 'ray'"),
         (("serve", "--cron", "every night"), "invalid --cron 'every night'"),
         (("compare", "--sweep", "nope"), "no sweep"),

@@ -227,9 +227,9 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
                        "km2, tedn, tice"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
-    ({"neighbours": -1}, "invalid setting 'classifier.neighbours' = -1"),
-    ({"members": 0}, "invalid setting 'pretrain.members' = 0"),
-    ({"shift": 5}, "invalid setting 'evaluate.tta_shift' = 5"),
+    ({"neighbours": -1}, "invalid parameter 'classifier.neighbours' = -1"),
+    ({"members": 0}, "invalid parameter 'pretrain.members' = 0"),
+    ({"shift": 5}, "invalid parameter 'evaluate.tta_shift' = 5"),
     ({"scenario": "both"}, "scenario must be case_control or single_dataset, got 'both'"),
     ({"settings": {"pretrain.epochs": 2}}, "settings\\['pretrain.epochs'\\] is the "
                                             "parameter epochs: pass epochs=... instead"),

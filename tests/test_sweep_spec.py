@@ -61,7 +61,7 @@ def test_variants_cross_the_grid_and_override_set():
     ({"name": "s", "grid": {"loss": ["pucl"]}}, "dotted"),
     ({"name": "s", "grid": {"base.seed": [1]}}, "seeds"),
     ({"name": "s", "grid": {"split.n_p": []}}, "no values"),
-    ({"name": "s", "grids": {}}, "unknown key 'grids'"),
+    ({"name": "s", "grids": {}}, "unknown parameter 'grids'"),
     (["name"], "mapping"),
 ])
 def test_bad_sweep_files_are_refused_with_the_bad_value(raw, message):

@@ -67,3 +67,37 @@ def unknown_parameter(key: str, allowed, also: str = "") -> str:
     return (f"unknown parameter '{key}'"
             f"{did_you_mean(name, allowed, f'{section}.' if section else '')} "
             f"(allowed here: {', '.join(allowed)}{also})")
+
+
+def _names_at(model, loc: tuple) -> list[str]:
+    """The field names allowed at the parent of `loc` in a pydantic model, for hints."""
+    for key in loc[:-1]:
+        field = model.model_fields.get(str(key))
+        annotation = getattr(field, "annotation", None)
+        if not (isinstance(annotation, type) and hasattr(annotation, "model_fields")):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def invalid_settings(exc, model, where: str = "", source: str = "") -> ParamsError:
+    """The first problem of a pydantic ValidationError of `model` as the one-line
+    ParamsError every params-shaped input gets (params.yaml, a method's settings, a
+    sweep file, the estimator's settings): the dotted key under `where`, the value and
+    what is allowed; `source` (a file) leads the line."""
+    error = exc.errors()[0]
+    loc = tuple(error["loc"])
+    key = ".".join(str(part) for part in ((where,) if where else ()) + loc)
+    message = error["msg"].removeprefix("Value error, ")
+    if not loc:  # a rule across fields: its message names them
+        text = message
+    elif error["type"] == "extra_forbidden":
+        text = unknown_parameter(key, _names_at(model, loc))
+    elif message.startswith("unknown parameter '"):  # a misspelt field of a method section
+        text = (message.replace("unknown parameter '", f"unknown parameter '{key}.", 1)
+                .replace("did you mean '", f"did you mean '{key}.", 1))
+    elif isinstance(error.get("input"), dict):  # a rule across fields of one section
+        text = f"invalid section '{key}': {message}"
+    else:
+        text = f"invalid parameter '{key}' = {error.get('input')!r}: {message}"
+    return ParamsError(f"{source}: {text}" if source else text)

@@ -27,17 +27,13 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from pucl.artifacts import build_model, describe_model
 from pucl.classify.heads import describe, rebuild
-from pucl.classify.objectives import TrainingRows
 from pucl.data.inputs import as_model_input
 from pucl.data.split import unlabeled_rows
 from pucl.errors import DataError, ParamsError
 from pucl.io import jsonable, read_torch, write_torch
-from pucl.recipe import Recipe, seed_everything
-from pucl.recipe.classifier import fit_classifiers
-from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
-from pucl.recipe.prior import estimate_prior as recipe_prior
-from pucl.recipe.pupl import fit_pseudo_labels, pupl_features
+from pucl.recipe import Recipe
 from pucl.recipe.scoring import member_scores, view_features
+from pucl.recipe.sequence import fit_sequence
 from pucl.recipe.settings import (
     BaseParams,
     ClassifierParams,
@@ -315,42 +311,14 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"neighbours = {recipe.classifier.neighbours} exceeds the "
                              f"{len(x)} training rows (allowed: 0 to {len(x)})")
         labelled = s == 1
-        in_u = unlabeled_rows(labelled, self.scenario)
-        device = resolve_device(self.device)
-        # each step as a stage process starts it, so the model is the pipeline's
-        seed_everything(recipe.seed)
-        self.prior_ = (float(self.prior) if not isinstance(self.prior, str) else
-                       recipe_prior(recipe, x[in_u], x[labelled], self.progress,
-                                    device)[0])
-        models, heads = [], []
-        images, is_labeled = torch.from_numpy(x), torch.from_numpy(labelled)
-        for seed in member_seeds(recipe):
-            seed_everything(recipe.seed)
-            prior = self._prior_for(recipe.pretrain.prior) if needs_prior(recipe) else None
-            model, result = pretrain(recipe, images, is_labeled, prior, seed, device,
-                                     self.progress)
-            models.append(model)
-            heads.append(rebuild(result.classifier) if result.classifier else None)
-        seed_everything(recipe.seed)
-        rows = TrainingRows(np.arange(len(x)), labelled, in_u)
-        if recipe.classifier.objective == "pupl_ce":
-            labeller = fit_pseudo_labels(recipe, pupl_features(models[0], x, device),
-                                         labelled, in_u, self.prior_)
-            self.pseudo_labels_ = labeller.result_.labels
-            rows = TrainingRows(rows.index, labelled, in_u, self.pseudo_labels_)
-        seed_everything(recipe.seed)
-        _, fitted = fit_classifiers(recipe, models, x, rows,
-                                    self._prior_for(recipe.classifier.prior), device, heads,
-                                    self.progress)
-        self.recipe_ = recipe
-        self.members_ = [(model.eval(), member.head.eval())
-                         for model, member in zip(models, fitted, strict=True)]
+        fitted = fit_sequence(recipe, x, labelled, unlabeled_rows(labelled, self.scenario),
+                              resolve_device(self.device), self.progress)
+        self.prior_ = fitted.prior.value
+        if fitted.pseudo_labels is not None:
+            self.pseudo_labels_ = fitted.pseudo_labels
+        self.recipe_, self.members_ = recipe, fitted.members
         self.model_, self.head_ = self.members_[0]
         return self
-
-    def _prior_for(self, choice: str | float) -> float:
-        """A consumer's prior setting (estimate or a number) as a number."""
-        return self.prior_ if choice == "estimate" else float(choice)
 
     # -- prediction ----------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from pucl.errors import ParamsError, did_you_mean, unknown_parameter
+from pucl.errors import ParamsError, did_you_mean, invalid_settings
 
 
 class EntryParams(BaseModel):
@@ -72,12 +72,7 @@ class Entry:
         try:
             return self.params.model_validate(raw or {})
         except ValidationError as exc:
-            error = exc.errors()[0]
-            key = ".".join(str(p) for p in (where, *error["loc"]))
-            if error["type"] == "extra_forbidden":
-                raise ParamsError(unknown_parameter(key, self.params.model_fields)) from None
-            raise ParamsError(f"invalid parameter '{key}' = {error.get('input')!r}: "
-                              f"{error['msg']}") from None
+            raise invalid_settings(exc, self.params, where) from None
 
 
 class Registry:

@@ -26,7 +26,7 @@ from prefect import flow, get_run_logger
 
 import pucl
 from pucl import tracking
-from pucl.data import get_task, load_dataset
+from pucl.data import get_task
 from pucl.data.split import unlabeled_rows
 from pucl.data.tracked import Holdout, batch_files, read_batch, read_holdout
 from pucl.errors import DataError, PuclError
@@ -34,6 +34,7 @@ from pucl.evaluation.label_free import point_estimates
 from pucl.evaluation.metrics import classification_metrics
 from pucl.flows._tasks import prefect_stage_call, project_dir
 from pucl.params.config import Params
+from pucl.params.dataset import dataset_of
 from pucl.production.datastore import (
     data_identity,
     discard_interrupted_add,
@@ -42,7 +43,6 @@ from pucl.production.datastore import (
     holdout_digest,
 )
 from pucl.production.serving import score
-from pucl.stages._context import data_path
 from pucl.stages.runner import default_run_name, resolve_params, run_directory, run_pipeline
 from pucl.validation import ValidationFailed
 
@@ -120,9 +120,7 @@ def holdout(params: Params, root: Path) -> Holdout:
         frozen = read_holdout(root / params.paths.dataset)
         return Holdout(unit_scale(frozen.x).astype(np.float32), frozen.y, frozen.pu,
                        frozen.prior)
-    data = load_dataset(d.dataset, root=str(root / params.paths.data_root),
-                        test_fraction=d.test_fraction, seed=d.seed, download=d.download,
-                        path=data_path(params, root))
+    data = dataset_of(params, root)
     task = get_task(d.task)
     keep = np.flatnonzero(task.keep(data.y_test))
     if not len(keep):  # P and U alone: only a tracked dataset freezes a PU holdout

@@ -30,10 +30,10 @@ from pucl.flows._progress import PROGRESS_FILE, PointProgress, SweepWatch
 from pucl.flows._tasks import exit_with_parent, project_dir, retry_if_transient
 from pucl.params.config import Params
 from pucl.params.sweeps import SweepPoint, SweepSpec, expand, parse_sweep
-from pucl.pretraining import PRETRAINING_METHODS
+from pucl.recipe import Recipe
+from pucl.recipe.pretraining import encoder_identity, member_seeds, needs_prior
 from pucl.reporting.comparison import compare_runs, pipeline_runs
 from pucl.runtime.progress import listening
-from pucl.stages._context import entry_settings
 from pucl.stages.preflight import check_inputs
 from pucl.stages.runner import (
     read_raw_params,
@@ -65,12 +65,10 @@ def shared_pretraining(params: Params) -> str | None:
     from paths.pretrain_cache; None when there is no cache to share it through."""
     if params.paths.pretrain_cache is None:
         return None
-    p = params.pretrain
-    key = {"seed": params.base.seed, "data": params.data.model_dump(),
-           "split": params.split.model_dump(), "pretrain": p.model_dump()}
-    entry = PRETRAINING_METHODS.get(p.method)
-    trainer = entry.build(entry_settings(params, "pretrain", entry))
-    if p.prior == "estimate" and trainer.uses_prior(p.loss):  # trains on the first estimate
+    recipe = Recipe.of(params)
+    key = {**encoder_identity(recipe, member_seeds(recipe)[0]),
+           "data": params.data.model_dump(), "split": params.split.model_dump()}
+    if params.pretrain.prior == "estimate" and needs_prior(recipe):  # the first estimate's
         key["prior"] = params.prior.model_dump()
     return json.dumps(key, sort_keys=True, default=str)
 

@@ -12,14 +12,13 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from pucl.errors import ParamsError, unknown_parameter
+from pucl.errors import ParamsError, invalid_settings
 from pucl.recipe.settings import (
     BaseParams,
     ClassifierParams,
@@ -107,39 +106,12 @@ class Params(_Section):
         return self
 
 
-def _field_names(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Names allowed at the parent of `loc`, for did-you-mean hints."""
-    for key in loc[:-1]:
-        field = model.model_fields.get(str(key))
-        if field is None or not (isinstance(field.annotation, type)
-                                 and issubclass(field.annotation, BaseModel)):
-            return []
-        model = field.annotation
-    return list(model.model_fields)
-
-
-def _describe(error: dict[str, Any]) -> str:
-    loc = tuple(error["loc"])
-    key = ".".join(str(p) for p in loc)
-    if error["type"] == "extra_forbidden":
-        return unknown_parameter(key, _field_names(Params, loc))
-    if not loc:  # a rule across sections
-        return error["msg"].removeprefix("Value error, ")
-    message = error["msg"].removeprefix("Value error, ")
-    if message.startswith("unknown parameter '"):  # a misspelt field of a method section
-        return (message.replace("unknown parameter '", f"unknown parameter '{key}.", 1)
-                .replace("did you mean '", f"did you mean '{key}.", 1))
-    if isinstance(error.get("input"), dict):  # a rule across fields of one section
-        return f"invalid section '{key}': {message}"
-    return f"invalid parameter '{key}' = {error.get('input')!r}: {error['msg']}"
-
-
 def parse_params(raw: dict[str, Any] | None) -> Params:
     """Validate a parsed params mapping; raise ParamsError naming the first bad value."""
     try:
         return Params.model_validate(raw or {})
     except ValidationError as exc:
-        raise ParamsError(_describe(exc.errors()[0])) from None
+        raise invalid_settings(exc, Params) from None
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:

@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from pucl.errors import ParamsError
+from pucl.errors import ParamsError, invalid_settings
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -126,15 +126,7 @@ def parse_sweep(raw: Any, source: str = "sweep file") -> SweepSpec:
     try:
         return SweepSpec.model_validate(raw)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        key = ".".join(str(p) for p in error["loc"])
-        if not key:  # a rule across keys (reference, default): its message names them
-            raise ParamsError(f"{source}: {error['msg'].removeprefix('Value error, ')}") from None
-        if error["type"] == "extra_forbidden":
-            raise ParamsError(f"{source}: unknown key '{key}' (allowed: name, seeds, grid, "
-                              "set, variants, reference, default)") from None
-        raise ParamsError(f"{source}: invalid '{key}' = {error.get('input')!r}: "
-                          f"{error['msg']}") from None
+        raise invalid_settings(exc, SweepSpec, source=source) from None
 
 
 def variant_overrides(spec: SweepSpec, variant: str | None = None) -> tuple[str, dict[str, Any]]:

@@ -331,25 +331,24 @@ PRIOR_MARGIN = 1e-3
 
 def estimate_prior(params: Params, unlabeled: np.ndarray, positives: np.ndarray,
                    strict: bool = False) -> float | None:
-    """U's class prior by prior.method (prior.value for `given`), seeded by base.seed and
-    kept within PRIOR_MARGIN of (0, 1); None when the method is no estimator (oracle) or
-    the rows are too few for it (`strict`: then the estimator's DataError instead)."""
-    from pucl.prior import PRIOR_ESTIMATORS
+    """U's class prior by prior.method (prior.value for `given`), seeded by base.seed, an
+    estimate kept within PRIOR_MARGIN of (0, 1); None for `oracle` (these rows carry no
+    truth to give) or when the rows are too few for the estimator (`strict`: then the
+    estimator's DataError instead)."""
     from pucl.recipe import Recipe
-    from pucl.recipe.prior import estimate_prior as recipe_prior
+    from pucl.recipe.prior import resolve_prior
 
-    method = params.prior.method
-    if method == "given":
-        return params.prior.value
-    if method not in PRIOR_ESTIMATORS:
+    if params.prior.method == "oracle":
         return None
     try:
-        prior = recipe_prior(Recipe.of(params), unlabeled, positives)[0]
+        prior = resolve_prior(Recipe.of(params), lambda: (unlabeled, positives))
     except DataError:  # too few rows for this estimator
         if strict:
             raise
         return None
-    return min(max(prior, PRIOR_MARGIN), 1.0 - PRIOR_MARGIN)
+    if prior.source == "given":
+        return prior.value
+    return min(max(prior.value, PRIOR_MARGIN), 1.0 - PRIOR_MARGIN)
 
 
 def take_rows(batch: Batch, rows: int | None, seed: int) -> tuple[Batch, Batch | None]:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ValidationError
 
-from pucl.errors import ParamsError, unknown_parameter
+from pucl.errors import ParamsError, invalid_settings, unknown_parameter
 from pucl.recipe.settings import (
     ClassifierParams,
     EvaluateParams,
@@ -97,16 +97,7 @@ def _validated(model: type[BaseModel], raw: Any, name: str) -> BaseModel:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        key = ".".join(str(part) for part in (name, *error["loc"]))
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            raise ParamsError(unknown_parameter(key, model.model_fields)) from None
-        if message.startswith("unknown parameter '"):  # a misspelt field of a method section
-            raise ParamsError(message.replace("unknown parameter '", f"unknown parameter "
-                                              f"'{key}.", 1)) from None
-        raise ParamsError(f"invalid setting '{key}' = {error.get('input')!r}: "
-                          f"{message}") from None
+        raise invalid_settings(exc, model, name) from None
 
 
 SECTIONS: dict[str, type[BaseModel]] = {

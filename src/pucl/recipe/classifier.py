@@ -23,6 +23,11 @@ def classifier_objective(recipe: Recipe):
     return entry.build(entry_settings(recipe.classifier, "classifier", entry))
 
 
+def reads_pseudo_labels(recipe: Recipe) -> bool:
+    """Whether the classifier learns from PUPL's pseudo-labels (the objective says)."""
+    return classifier_objective(recipe).reads_pseudo_labels
+
+
 def classifier_settings(recipe: Recipe) -> ClassifierSettings:
     p = recipe.classifier
     return ClassifierSettings(LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size),

@@ -50,6 +50,23 @@ def contrastive_loss(recipe: Recipe, prior: float | None) -> nn.Module:
                        nonneg=p.nonneg, pi=prior)
 
 
+# pretrain settings that say which encoders to train, not how one trains: an encoder's
+# identity has its own seed instead, so member k of a run is the same encoder as the
+# single run with that seed (and shares its cache entry)
+MEMBER_SETTINGS = ("seed", "members")
+
+
+def encoder_identity(recipe: Recipe, seed: int | None = None) -> dict:
+    """What of the recipe decides the encoder that one pretraining with `seed` (None:
+    the recipe's) trains: the pretraining settings less MEMBER_SETTINGS, and the seeds.
+    The pretraining cache's fingerprint and the sweep's shared encoders both key on it."""
+    identity = {"pretrain": {k: v for k, v in recipe.pretrain.model_dump().items()
+                             if k not in MEMBER_SETTINGS}, "seed": recipe.seed}
+    if seed is not None and seed != recipe.seed:  # else the key encoders were cached under
+        identity["pretrain_seed"] = seed
+    return identity
+
+
 def member_seeds(recipe: Recipe) -> list[int]:
     """The pretraining seed of each encoder (pretrain.members of them): pretrain.seed
     (else the recipe's seed), then one more for each further member."""

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from pucl.data import ImageData, check_task, get_task, load_dataset
-from pucl.errors import ParamsError
+from pucl.data import ImageData, get_task
 from pucl.io import read_json, read_table, write_json
 from pucl.params.config import Params
-from pucl.registry import Entry
+from pucl.params.dataset import dataset_of
+from pucl.recipe.prior import Prior, prior_for
 
 if TYPE_CHECKING:
     from pucl.tracking import Run
@@ -25,20 +25,6 @@ MANIFEST_COLUMNS = ("index", "split", "pu", "in_u", "y")
 # The class prior report under paths.prior (estimate_prior's), read by every later stage.
 PRIOR_REPORT = "prior.json"
 LABEL_COLUMNS = ("index", "pseudo_label")
-
-
-def entry_settings(params: Params, section: str, entry: Entry) -> Any:
-    """A registry entry's own settings, from its sub-section of `section`."""
-    return entry.settings(getattr(params, section).sub_section(entry.params_key),
-                          f"{section}.{entry.params_key}")
-
-
-def data_path(params: Params, root: Path) -> str | None:
-    """What the dataset reads: the tracked dataset's directory (`paths.dataset`), or
-    data.path (bring-your-own file or folder), resolved against the project root."""
-    if params.data.dataset == "tracked":
-        return str(root / params.paths.dataset)
-    return str(root / params.data.path) if params.data.path else None
 
 
 @dataclass
@@ -55,11 +41,7 @@ class StageContext:
         return (self.root / getattr(self.params.paths, section) / filename).resolve()
 
     def data(self) -> ImageData:
-        p = self.params
-        check_task(p.data.dataset, p.data.task)
-        return load_dataset(p.data.dataset, root=str(self.root / p.paths.data_root),
-                            test_fraction=p.data.test_fraction, seed=p.data.seed,
-                            download=p.data.download, path=data_path(p, self.root))
+        return dataset_of(self.params, self.root)
 
     def task(self):
         return get_task(self.params.data.task)
@@ -87,21 +69,12 @@ class StageContext:
         write_json(self.path(section, "validation.json"), self.validations)
 
     def class_prior(self, choice: str | float) -> tuple[float, str]:
-        """A prior setting ('estimate', 'oracle' or a number) as (value, source); the
-        source says where it came from and is logged as a tag (oracle is never hidden)."""
-        if isinstance(choice, float):
-            return choice, "given"
+        """A prior setting ('estimate', 'oracle' or a number) as (value, source), from
+        estimate_prior's report; the source is logged as a tag (oracle is never hidden)."""
         report = self.read_json("prior", PRIOR_REPORT)
-        if choice == "oracle":
-            if report.get("prior_true") is None:
-                raise ParamsError("prior 'oracle' needs the true labels of U, which this "
-                                  "data does not have (allowed here: estimate or a number)")
-            return float(report["prior_true"]), "oracle"
-        return float(report["prior"]), "oracle" if report.get("oracle") else report["method"]
-
-    def settings(self, section: str, entry: Entry) -> Any:
-        """A registry entry's own settings, from its sub-section of `section`."""
-        return entry_settings(self.params, section, entry)
+        resolved = Prior(float(report["prior"]),
+                         "oracle" if report.get("oracle") else report["method"])
+        return prior_for(choice, resolved, report.get("prior_true"))
 
     def read_json(self, section: str, filename: str) -> dict:
         return read_json(self.path(section, filename))

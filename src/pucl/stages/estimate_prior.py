@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import time
 
-from pucl.errors import DataError, ParamsError
 from pucl.io import write_json
-from pucl.prior import PRIOR_ESTIMATORS
 from pucl.recipe import Recipe
-from pucl.recipe.prior import estimate_prior
+from pucl.recipe.prior import resolve_prior
 from pucl.runtime.device import resolve_device
 from pucl.stages._context import PRIOR_REPORT, StageContext
 
@@ -30,28 +28,18 @@ def run(ctx: StageContext) -> dict:
     # The true prior of U, for reporting only; unknown (None) when a row of U has no label
     # (real PU data): the labelled positives alone would bias it.
     prior_true = float(y_u.mean()) if (y_u >= 0).all() else None
-    report: dict = {"method": p.method, "prior_true": prior_true,
-                    "oracle": p.method == "oracle"}
     start = time.perf_counter()
-    if p.method == "given":
-        if p.value is None:
-            raise ParamsError("prior.method = 'given' needs prior.value in (0, 1)")
-        used = p.value
-    elif p.method == "oracle":
-        if prior_true is None:
-            allowed = ", ".join(PRIOR_ESTIMATORS.names())
-            raise DataError("prior.method = 'oracle' needs the true labels of U, which this "
-                            f"data does not have (allowed here: {allowed}, given)")
-        used = prior_true
-    else:
+
+    def rows():  # U and the labelled positives, loaded only for an estimator
         x = ctx.data().x_train
-        used, details = estimate_prior(Recipe.of(ctx.params),
-                                       x[train.loc[train["in_u"], "index"].to_numpy()],
-                                       x[train.loc[train["pu"] == 1, "index"].to_numpy()],
-                                       ctx.progress, resolve_device(ctx.params.base.device))
-        report.update(details)
-    report["prior"] = float(used)
-    report["abs_error"] = abs(float(used) - prior_true) if prior_true is not None else None
+        return (x[train.loc[train["in_u"], "index"].to_numpy()],
+                x[train.loc[train["pu"] == 1, "index"].to_numpy()])
+
+    prior = resolve_prior(Recipe.of(ctx.params), rows, prior_true, ctx.progress,
+                          resolve_device(ctx.params.base.device))
+    report = {"method": p.method, "prior_true": prior_true, "oracle": p.method == "oracle",
+              **prior.details, "prior": prior.value,
+              "abs_error": abs(prior.value - prior_true) if prior_true is not None else None}
     # prior.json holds no clock time: every later stage depends on it, and DVC would see
     # an unchanged estimate as changed; the time goes to MLflow with the metrics
     write_json(ctx.path("prior", PRIOR_REPORT), report)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -12,19 +13,17 @@ from pucl.data import check_task, get_task, load_dataset
 from pucl.data.split import check_validation_counts
 from pucl.errors import DataError, ParamsError
 from pucl.params.config import Params
+from pucl.params.dataset import dataset_arguments
 from pucl.recipe.checks import check_methods
 from pucl.recipe.pretraining import resolve_encoder
-from pucl.stages._context import data_path
 
 
 @functools.lru_cache(maxsize=8)
-def _training_labels(dataset: str, data_root: str, test_fraction: float, seed: int,
-                     download: bool, path: str | None
+def _training_labels(arguments: tuple[tuple[str, Any], ...]
                      ) -> tuple[np.ndarray, tuple[int, ...], np.ndarray | None, int]:
     """Labels, input shape and given PU labels of the training data, and the number of
-    labelled test rows (cached: a sweep checks every point)."""
-    data = load_dataset(dataset, root=data_root, test_fraction=test_fraction, seed=seed,
-                        download=download, path=path)
+    labelled test rows (cached by the loader's arguments: a sweep checks every point)."""
+    data = load_dataset(**dict(arguments))
     return data.y_train, tuple(data.image_shape), data.pu_train, len(data.y_test)
 
 
@@ -52,8 +51,7 @@ def check_inputs(params: Params, root: Path) -> None:
     check_methods(params)
     check_task(params.data.dataset, params.data.task)
     y_train, shape, given_pu, n_test = _training_labels(
-        params.data.dataset, str(root / params.paths.data_root), params.data.test_fraction,
-        params.data.seed, params.data.download, data_path(params, root))
+        tuple(dataset_arguments(params, root).items()))
     task = get_task(params.data.task)
     kept = y_train[task.keep(y_train)]
     positives = int(task.binarize(kept).sum())

@@ -44,7 +44,13 @@ from pucl.errors import DataError
 from pucl.io import atomic_path, read_torch, save_figure, write_table, write_torch
 from pucl.pretraining.loop import EpochStats
 from pucl.recipe import Recipe
-from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain, resolve_encoder
+from pucl.recipe.pretraining import (
+    encoder_identity,
+    member_seeds,
+    needs_prior,
+    pretrain,
+    resolve_encoder,
+)
 from pucl.reporting.figures import loss_figure
 from pucl.runtime.device import resolve_device
 from pucl.stages._context import StageContext
@@ -55,10 +61,6 @@ NAME = "pretrain"
 # epoch computes): these packages whole, the augmentations and the recipe's pretraining.
 TRAINING_PACKAGES = ("pucl.pretraining", "pucl.losses", "pucl.models")
 TRAINING_MODULES = (augment_module, recipe_package, recipe_module)
-# pretrain params that say which encoders to train, not how one trains: the fingerprint
-# has each member's own seed instead, so a member is the same encoder as the single run
-# with that seed (and shares its cache entry).
-MEMBER_PARAMS = ("seed", "members")
 
 
 def training_code_files() -> list[Path]:
@@ -90,16 +92,12 @@ def fingerprint(ctx: StageContext, manifest: pd.DataFrame, prior: float | None,
     p = ctx.params
     code = hashlib.sha256(b"".join(f.read_bytes() for f in training_code_files()))
     content = hashlib.sha256(np.ascontiguousarray(images.numpy()).data).hexdigest()
-    pretrain = {k: v for k, v in p.pretrain.model_dump().items()
-                if k not in MEMBER_PARAMS}
-    pretrain["encoder"] = resolve_encoder(p.pretrain.encoder, images.shape[1:])  # auto too
-    key = {"pretrain": pretrain, "seed": p.base.seed, "data": p.data.model_dump(),
-           "manifest": hashlib.sha256(
-               pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()
-           ).hexdigest(), "inputs": content, "code": code.hexdigest(), "prior": prior,
-           "device": resolve_device(p.base.device).type}
-    if seed is not None and seed != p.base.seed:  # else the key encoders were cached under
-        key["pretrain_seed"] = seed
+    key = encoder_identity(Recipe.of(p), seed)
+    key["pretrain"]["encoder"] = resolve_encoder(p.pretrain.encoder, images.shape[1:])
+    key.update({"data": p.data.model_dump(), "manifest": hashlib.sha256(
+        pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()).hexdigest(),
+        "inputs": content, "code": code.hexdigest(), "prior": prior,
+        "device": resolve_device(p.base.device).type})
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
