@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pucl.artifacts import load_classifier_model, load_head, load_model
+from pucl.artifacts.models import load_classifier_model, load_head, load_model
 from pucl.classify.neighbours import NeighbourHead
 from pucl.data import load_dataset
 from pucl.models.features import embed, scoring_views

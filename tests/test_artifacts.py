@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from pucl.artifacts import load_head
+from pucl.artifacts.models import load_head
 from pucl.classify.base import LinearHead
 from pucl.classify.heads import describe
 from pucl.errors import DataError

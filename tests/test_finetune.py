@@ -85,7 +85,7 @@ def test_finetune_refuses_incomplete_arguments():
 
 
 def test_stages_use_the_finetuned_encoder(tmp_path, tracking_uri, monkeypatch):
-    from pucl.artifacts import load_classifier_model, load_head, load_model
+    from pucl.artifacts.models import load_classifier_model, load_head, load_model
 
     params = tiny_params(classifier={"epochs": 3, "objective": "nnpu", "prior": "oracle",
                                      "finetune_epochs": 1},
@@ -152,7 +152,7 @@ def test_a_head_on_the_trunk_is_evaluated_and_served_on_the_trunk(tmp_path, trac
     not read stay as pretrained."""
     import pandas as pd
 
-    from pucl.artifacts import load_classifier_model, load_head, load_model
+    from pucl.artifacts.models import load_classifier_model, load_head, load_model
     from pucl.data import load_dataset
     from tests.test_neighbours import naive_smoothed
 

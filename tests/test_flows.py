@@ -107,7 +107,7 @@ def test_logged_classifier_reproduces_the_stage_outputs(flows_env, executions):
     loaded from the stage files."""
     import mlflow.pytorch
 
-    from pucl.artifacts import load_head, load_model
+    from pucl.artifacts.models import load_head, load_model
     from pucl.classify.deployable import ServedClassifier
 
     client = flows_env["client"]
@@ -132,7 +132,7 @@ def test_predict_scores_with_what_a_run_trained(flows_env, executions, tmp_path,
     outside the project) and a runs:/ URI all score as encoder + head of its files."""
     from typer.testing import CliRunner
 
-    from pucl.artifacts import load_head, load_model
+    from pucl.artifacts.models import load_head, load_model
     from pucl.classify.deployable import ServedClassifier
     from pucl.cli import app
 

@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 import yaml
 
-from pucl.artifacts import classifier_features, load_classifier, load_models
+from pucl.artifacts.models import classifier_features, load_classifier, load_models
 from pucl.classify.deployable import ServedClassifier
 from pucl.data import load_dataset
 from pucl.models.features import encoder_part

@@ -328,7 +328,7 @@ def _accuracy_recomputed(project, head) -> float:
     """Test accuracy of `head` on the pretrained encoder, from the raw digits."""
     import pandas as pd
 
-    from pucl.artifacts import load_model
+    from pucl.artifacts.models import load_model
     from pucl.data import load_dataset
     from pucl.data.augment import normalize, to_unit_float
 
@@ -353,7 +353,7 @@ def _accuracy_recomputed(project, head) -> float:
 ])
 def test_methods_run_through_the_stages_and_evaluate_scores_their_classifier(
         tmp_path, tracking_uri, monkeypatch, method, pretrain, head_type, floor):
-    from pucl.artifacts import load_head, load_method_heads
+    from pucl.artifacts.models import load_head, load_method_heads
     from tests.helpers import read_metrics
 
     monkeypatch.setenv("PUCL_ROOT", str(tmp_path / "proj"))

@@ -119,7 +119,7 @@ def test_pretrain_fingerprint_covers_every_module_that_shapes_training():
     file of the pretraining methods, the losses and the models, and the augmentations."""
     from pathlib import Path
 
-    from pucl.stages.pretrain import training_code_files
+    from pucl.artifacts.pretraining import training_code_files
 
     src = Path(__file__).resolve().parents[1] / "src" / "pucl"
     shaping = {src / "data" / "augment.py"}

@@ -83,7 +83,7 @@ def test_a_stage_refuses_a_crafted_input_and_keeps_its_outputs(finished, tmp_pat
 
 
 def test_a_crafted_checkpoint_is_refused_not_resumed(tmp_path):
-    from pucl.stages.pretrain import load_resume_state
+    from pucl.artifacts.pretraining import load_resume_state
 
     marker, path = tmp_path / "ran", tmp_path / "checkpoint.pt"
     torch.save({"fingerprint": "abc", "epoch": 3}, path)

@@ -225,35 +225,32 @@ def test_finished_pretraining_is_reused_by_fingerprint(project, tracking_uri):
 
 def test_pretraining_fingerprint_follows_the_training_inputs_content(project):
     """Same rows, same params, edited pixels: a cached encoder must not be reused."""
-    from types import SimpleNamespace
-
     import pandas as pd
     import torch
 
+    from pucl.artifacts.pretraining import fingerprint
     from pucl.params.config import load_params
-    from pucl.stages.pretrain import fingerprint
 
-    ctx = SimpleNamespace(params=load_params(project / "params.yaml"))
+    params = load_params(project / "params.yaml")
     manifest = pd.DataFrame({"index": [0, 1], "split": "train", "pu": [1, 0],
                              "in_u": [True, True], "y": [1, 0]})
     images = torch.zeros(2, 1, 28, 28, dtype=torch.uint8)
     edited = images.clone()
     edited[1, 0, 5, 5] = 1
-    assert fingerprint(ctx, manifest, None, images) == fingerprint(ctx, manifest, None,
-                                                                   images.clone())
-    assert fingerprint(ctx, manifest, None, images) != fingerprint(ctx, manifest, None, edited)
+    assert fingerprint(params, manifest, None, images) == fingerprint(params, manifest, None,
+                                                                      images.clone())
+    assert fingerprint(params, manifest, None, images) != fingerprint(params, manifest, None,
+                                                                      edited)
 
 
 def test_pretraining_fingerprint_follows_the_device(project, monkeypatch):
     """An encoder trained on CUDA is not the CPU's: neither is reused or resumed by a run
     on the other; auto is whichever device it resolves to."""
-    from types import SimpleNamespace
-
     import pandas as pd
     import torch
 
+    from pucl.artifacts.pretraining import fingerprint
     from pucl.params.config import load_params
-    from pucl.stages.pretrain import fingerprint
 
     manifest = pd.DataFrame({"index": [0], "split": "train", "pu": [1], "in_u": [True],
                              "y": [1]})
@@ -262,7 +259,7 @@ def test_pretraining_fingerprint_follows_the_device(project, monkeypatch):
     def printed(**base) -> str:
         params = load_params(project / "params.yaml")
         params = params.model_copy(update={"base": params.base.model_copy(update=base)})
-        return fingerprint(SimpleNamespace(params=params), manifest, None, images)
+        return fingerprint(params, manifest, None, images)
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cpu = printed(device="cpu")
@@ -281,7 +278,7 @@ def test_pretraining_members_are_the_single_runs_of_their_seeds(project, trackin
     import torch
     import yaml
 
-    from pucl.artifacts import load_model
+    from pucl.artifacts.models import load_model
 
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["paths"]["pretrain_cache"] = "data/cache/pretrain"

@@ -25,7 +25,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from pucl.artifacts import build_model, describe_model
+from pucl.artifacts.models import build_model, describe_model
 from pucl.classify.heads import describe, rebuild
 from pucl.data.inputs import as_model_input
 from pucl.data.split import unlabeled_rows

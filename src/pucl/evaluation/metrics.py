@@ -110,3 +110,12 @@ def class_consistency(features: np.ndarray, labels: np.ndarray, eps: float = 1e-
         if len(hit):
             rates.append(max((hit == c).sum() for c in classes) / len(hit))
     return float(np.mean(rates)) if rates else float("nan")
+
+
+def prior_metrics(estimate: float, truth: float | None) -> dict[str, float]:
+    """The prior used, and beside it the true prior and the error where U's labels are
+    known."""
+    if truth is None:
+        return {"prior_estimate": estimate}
+    return {"prior_estimate": estimate, "prior_true": truth,
+            "prior_abs_error": abs(estimate - truth)}

@@ -63,7 +63,7 @@ class EstimatorClassifier:
 def open_run(directory: Path) -> RunClassifier:
     """The classifier a pipeline run trained: a run directory of `pucl run` (with its
     params.yaml snapshot), or the project itself after `pucl repro`."""
-    from pucl.artifacts import classifier_features, load_classifier, load_models
+    from pucl.artifacts.models import classifier_features, load_classifier, load_models
     from pucl.params.config import load_params
     from pucl.recipe import Recipe
     from pucl.recipe.served import served_classifier

@@ -40,6 +40,10 @@ class StageContext:
         """An input or output file under the directory `paths.<section>`."""
         return (self.root / getattr(self.params.paths, section) / filename).resolve()
 
+    def directory(self, section: str) -> Path:
+        """The directory `paths.<section>`."""
+        return (self.root / getattr(self.params.paths, section)).resolve()
+
     def data(self) -> ImageData:
         return dataset_of(self.params, self.root)
 
@@ -48,6 +52,11 @@ class StageContext:
 
     def manifest(self) -> pd.DataFrame:
         return read_table(self.path("split", "manifest.parquet"), MANIFEST_COLUMNS)
+
+    def rows(self, part: str) -> pd.DataFrame:
+        """The manifest's rows of one part of the split (train, val, test), renumbered."""
+        manifest = self.manifest()
+        return manifest[manifest["split"] == part].reset_index(drop=True)
 
     def validate(self, build: Callable[[], Any]) -> Any:
         """Run a data-contract suite (`build()` returns its report) when validation is on.

@@ -21,7 +21,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from pucl.artifacts import load_model
+from pucl.artifacts.models import load_model
 from pucl.io import write_json, write_table
 from pucl.recipe import Recipe
 from pucl.recipe.pupl import fit_pseudo_labels, pupl_features

@@ -22,7 +22,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from pucl.artifacts import load_method_heads, load_models
+from pucl.artifacts.models import load_method_heads, load_models
 from pucl.classify.fit import degenerate
 from pucl.classify.heads import describe
 from pucl.classify.objectives import TrainingRows
