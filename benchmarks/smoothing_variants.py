@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from pucl.artifacts.models import load_classifier_model, load_head, load_model
+from pucl.artifacts.models import load_classifier, load_models
 from pucl.classify.neighbours import NeighbourHead
 from pucl.data import load_dataset
 from pucl.models.features import embed, scoring_views
@@ -55,8 +55,7 @@ def compare(run: Path, root: Path) -> dict[str, float]:
     rows = np.sort(manifest.query("split == 'train' and (in_u or pu == 1)")["index"].to_numpy())
     test = manifest[manifest["split"] == "test"]
     head_path = run / "data/classifier/head.pt"
-    model = load_classifier_model(head_path, load_model(run / "data/pretrain/model.pt"))
-    head = load_head(head_path)
+    model, head = load_classifier(head_path, load_models(run / "data/pretrain/model.pt"))[0]
     base = head.base if isinstance(head, NeighbourHead) else head
     which = json.loads((run / "data/classifier/summary.json").read_text())["features"]
     banks = [embed(model, view, which) for view in scoring_views(data.x_train[rows], True)]

@@ -109,3 +109,12 @@ def artifact_paths(client, run_id: str, path: str | None = None) -> set[str]:
     for item in client.list_artifacts(run_id, path):
         out |= artifact_paths(client, run_id, item.path) if item.is_dir else {item.path}
     return out
+
+
+def first_member(root: Path):
+    """(the model whose encoder feeds the classifier, its head) of the first encoder, as
+    the stages under `root` (a project or run directory, default paths) wrote them."""
+    from pucl.artifacts.models import load_classifier, load_models
+
+    return load_classifier(root / "data/classifier/head.pt",
+                           load_models(root / "data/pretrain/model.pt"))[0]

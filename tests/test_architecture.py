@@ -66,3 +66,21 @@ def test_module_names_do_not_repeat_the_registry():
     """One module called `registry`: the registries every method is looked up in."""
     found = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("registry.py"))
     assert found == ["registry.py"]
+
+
+def test_no_private_name_is_imported_from_another_module():
+    """A name that starts with `_` is its module's own; another module that needs it
+    needs a public name (private modules such as cli._common may be imported whole)."""
+    import ast
+
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pucl")):
+                continue
+            where = PACKAGE.parent / node.module.replace(".", "/")
+            found += [f"{path.relative_to(PACKAGE)}: {node.module}.{alias.name}"
+                      for alias in node.names if alias.name.startswith("_")
+                      and not (where / f"{alias.name}.py").exists()
+                      and not (where / alias.name).is_dir()]
+    assert not found, found

@@ -137,19 +137,19 @@ def test_bench_refuses_bad_presets_in_one_line(project, monkeypatch, args, messa
 def test_a_preset_run_takes_the_default_variant_under_the_users_set(project):
     """pucl run/check --preset: the preset's set, then its default (or --variant), then
     --set; what check validates is what run would run."""
-    from pucl.cli._common import _preset_overrides, _validated_overrides
+    from pucl.cli._common import preset_overrides, validated_overrides
     from pucl.stages.runner import resolve_params
 
     (project / "mine.yaml").write_text(yaml.safe_dump({
         "name": "mine", "set": {"split.n_p": 300, "pretrain.epochs": 3},
         "variants": {"short": {"pretrain.epochs": 1}, "long": {"pretrain.epochs": 7}},
         "default": "long"}))
-    base, tags = _preset_overrides(project, str(project / "mine.yaml"), None)
+    base, tags = preset_overrides(project, str(project / "mine.yaml"), None)
     assert tags == {"preset": "mine", "variant": "long"}
-    params = resolve_params(project, _validated_overrides(project, ["split.n_p=200"], base))
+    params = resolve_params(project, validated_overrides(project, ["split.n_p=200"], base))
     assert (params.split.n_p, params.pretrain.epochs) == (200, 7)
-    base, tags = _preset_overrides(project, str(project / "mine.yaml"), "short")
-    assert resolve_params(project, _validated_overrides(project, None, base)).pretrain.epochs == 1
+    base, tags = preset_overrides(project, str(project / "mine.yaml"), "short")
+    assert resolve_params(project, validated_overrides(project, None, base)).pretrain.epochs == 1
     result = pucl(project, "check", "--preset", "mine.yaml", "--variant", "short")
     assert result.returncode == 0, result.stderr
     assert "with preset mine variant short" in result.stdout

@@ -256,16 +256,16 @@ def test_pu_classifier_refuses_bad_settings_in_fit(bad, message):
 def test_the_estimator_and_the_npz_loader_take_the_same_inputs(x, accepted):
     """One rule for both (pucl.data.inputs): what one refuses, the other refuses in the
     same words; what one takes, the other takes."""
-    from pucl.data.own import _as_images_or_features
+    from pucl.data.own import as_images_or_features
     from pucl.errors import DataError
 
     s = np.r_[np.ones(4), np.zeros(4)].astype(int)
     clf = PUClassifier(**FAST)
     if accepted:
-        assert _as_images_or_features(x, "x").shape == clf._inputs(x, reset=True).shape
+        assert as_images_or_features(x, "x").shape == clf._inputs(x, reset=True).shape
         return
     with pytest.raises(DataError) as loader:
-        _as_images_or_features(x, "X")
+        as_images_or_features(x, "X")
     with pytest.raises(DataError) as estimator:
         clf.fit(x, s)
     assert str(loader.value) == str(estimator.value)

@@ -107,8 +107,8 @@ def test_logged_classifier_reproduces_the_stage_outputs(flows_env, executions):
     loaded from the stage files."""
     import mlflow.pytorch
 
-    from pucl.artifacts.models import load_head, load_model
     from pucl.classify.deployable import ServedClassifier
+    from tests.helpers import first_member
 
     client = flows_env["client"]
     parent = runs(client, "tags.kind = 'pipeline' and tags.entry = 'prefect'")[0]
@@ -119,8 +119,8 @@ def test_logged_classifier_reproduces_the_stage_outputs(flows_env, executions):
     workdir = Path(executions["flow"]["workdir"])
     shift = yaml.safe_load((workdir / "params.yaml").read_text())["evaluate"]["tta_shift"]
     assert shift > 0  # the exported model carries the translated views
-    reference = ServedClassifier(load_model(workdir / "data/pretrain/model.pt").encoder,
-                                 load_head(workdir / "data/classifier/head.pt"), shift=shift).eval()
+    model, head = first_member(workdir)
+    reference = ServedClassifier(model.encoder, head, shift=shift).eval()
     x = torch.rand(5, 1, 28, 28, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         np.testing.assert_allclose(served(x).numpy(), reference(x).numpy(), atol=1e-6)
@@ -132,16 +132,16 @@ def test_predict_scores_with_what_a_run_trained(flows_env, executions, tmp_path,
     outside the project) and a runs:/ URI all score as encoder + head of its files."""
     from typer.testing import CliRunner
 
-    from pucl.artifacts.models import load_head, load_model
     from pucl.classify.deployable import ServedClassifier
     from pucl.cli import app
+    from tests.helpers import first_member
 
     workdir = Path(executions["flow"]["workdir"])
     x = np.random.default_rng(0).integers(0, 256, size=(20, 28, 28), dtype=np.uint8)
     np.savez(tmp_path / "new.npz", x=x)
     shift = yaml.safe_load((workdir / "params.yaml").read_text())["evaluate"]["tta_shift"]
-    reference = ServedClassifier(load_model(workdir / "data/pretrain/model.pt").encoder,
-                                 load_head(workdir / "data/classifier/head.pt"), shift=shift)
+    model, head = first_member(workdir)
+    reference = ServedClassifier(model.encoder, head, shift=shift)
     with torch.no_grad():
         expected = reference.eval()(torch.as_tensor(x[:, None] / 255, dtype=torch.float32))
     client = flows_env["client"]

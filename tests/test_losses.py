@@ -19,7 +19,6 @@ from pucl.losses import (
     SCLPU,
     SSCL,
     make_loss,
-    nonnegative,
 )
 
 TAU = 0.5
@@ -169,18 +168,6 @@ def test_large_similarities_stay_finite():
                                                         labeled)), kind
 
 
-def test_nonnegative_reparameterisation():
-    z = torch.tensor([[-1.0, 0.5, 2.0]], requires_grad=True)
-    out = nonnegative(z, "rep_relu")
-    assert torch.equal(out.detach(), torch.relu(z.detach()))  # forward: ReLU
-    out.sum().backward()
-    ref = z.detach().clone().requires_grad_()
-    torch.nn.functional.gelu(ref).sum().backward()
-    assert torch.allclose(z.grad, ref.grad)  # backward: GELU's gradient, dead units learn
-    assert torch.equal(nonnegative(z, "relu"), torch.relu(z))
-    assert nonnegative(z, "none") is z
-
-
 def test_invalid_names_and_params_are_refused():
     with pytest.raises(ValueError, match="allowed: balanced, balanced_pucl, dcl"):
         make_loss("simclr")
@@ -188,8 +175,8 @@ def test_invalid_names_and_params_are_refused():
         make_loss("pucl", temperature=0.0)
     with pytest.raises(ValueError, match="pi must be in"):
         make_loss("punce", pi=1.0)
-    with pytest.raises(ValueError, match="nonneg must be one of"):
-        make_loss("sscl", nonneg="abs")
+    with pytest.raises(ValueError, match="invalid params for loss 'sscl'"):
+        make_loss("sscl", nonneg="relu")  # retired: no such setting
     with pytest.raises(ValueError, match="invalid params for loss 'sscl'"):
         make_loss("sscl", pi=0.3)
     with pytest.raises(ValueError, match="is_labeled"):

@@ -121,7 +121,7 @@ def test_auto_falls_back_to_prior_rank_when_2means_disagrees_with_the_prior():
     kmeans = PSEUDO_LABELLERS.create("pu_kmeans", restarts=10, random_state=1)
     kmeans.fit(z, labeled, in_u)
     assert kmeans.fallback_ is None and kmeans.labels_.mean() == pytest.approx(0.65, abs=0.02)
-    auto = PSEUDO_LABELLERS.create("auto", prior=0.3, prior_tolerance=0.15, restarts=10,
+    auto = PSEUDO_LABELLERS.create("auto", prior=0.3, share_tolerance=0.15, restarts=10,
                                    random_state=1).fit(z, labeled, in_u)
     assert auto.fallback_.startswith("the pseudo-labels put 0.6")
     assert "prior estimate of 0.300" in auto.fallback_ and auto.method_ == "prior_rank"

@@ -88,14 +88,6 @@ def _with_encoder(pretrained: ContrastiveModel, state: dict | None,
     return model.eval()
 
 
-def load_classifier_model(head_path: Path, pretrained: ContrastiveModel) -> ContrastiveModel:
-    """The model whose encoder feeds the classifier: `pretrained` itself unless
-    train_classifier fine-tuned the encoder, else a copy with the fine-tuned weights (so
-    callers can skip embedding twice with one model). With several members, the first's."""
-    saved = _load(head_path, "classifier", "train_classifier", "head")
-    return _with_encoder(pretrained, saved.get("encoder_state"), head_path)
-
-
 def load_classifier(head_path: Path, pretrained: list[ContrastiveModel]
                     ) -> list[tuple[ContrastiveModel, nn.Module]]:
     """Every member of the classifier, one per pretrained encoder (`load_models`), as (the
@@ -122,12 +114,6 @@ def load_method_heads(path: Path) -> list[nn.Module | None]:
         except Exception as exc:
             raise DataError(f"the classifier in {path} is inconsistent: {exc}") from None
     return heads
-
-
-def load_head(path: Path) -> nn.Module:
-    """The downstream classifier (a linear or a prototype head; with several members,
-    the first's)."""
-    return _rebuild_head(_load(path, "classifier", "train_classifier", "head"), path)
 
 
 def _rebuild_head(saved: dict, path: Path) -> nn.Module:

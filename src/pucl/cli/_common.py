@@ -29,7 +29,7 @@ SetOption = Annotated[list[str] | None, typer.Option(
     "--set", "-s", help="override a param for this run: section.name=value (repeatable)")]
 
 
-def _fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> None:
     """One line on stderr and exit `code`; under PUCL_DEBUG=1 the traceback of the error
     being handled comes first."""
     _tell(message)
@@ -60,7 +60,7 @@ def fail_on_full_disk() -> Iterator[None]:
         raise SystemExit(full.exit_code) from None
 
 
-def _metrics_table(path: Path) -> Table | None:
+def metrics_table(path: Path) -> Table | None:
     if not path.exists():
         return None
     metrics = json.loads(path.read_text())
@@ -72,18 +72,18 @@ def _metrics_table(path: Path) -> Table | None:
     return table
 
 
-def _ints(text: str) -> list[int]:
+def parse_ints(text: str) -> list[int]:
     try:
         return [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        _fail(f"expected comma-separated integers, got {text!r}")
+        fail(f"expected comma-separated integers, got {text!r}")
         raise  # unreachable
 
 
-def _project() -> Path:
+def project_or_exit() -> Path:
     root = tracking.project_root()
     if not (root / "params.yaml").exists():
-        _fail(f"no params.yaml in {root} or its parents: run pucl inside the project")
+        fail(f"no params.yaml in {root} or its parents: run pucl inside the project")
     return root
 
 
@@ -94,36 +94,36 @@ VariantOption = Annotated[str | None, typer.Option(
     help="with --preset: this variant instead of the preset's default")]
 
 
-def _load_preset(root: Path, preset: str):
+def preset_or_exit(root: Path, preset: str):
     """A preset by name (params/presets/NAME.yaml) or path, or one line and exit 2."""
     from pucl.params.presets import load_preset
 
     try:
         return load_preset(preset, [root])
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
         raise  # unreachable
 
 
-def _preset_overrides(root: Path, preset: str | None,
+def preset_overrides(root: Path, preset: str | None,
                       variant: str | None) -> tuple[dict, dict[str, str]]:
     """The overrides and MLflow tags of --preset/--variant ({} and {} without a preset)."""
     if preset is None:
         if variant is not None:
-            _fail(f"--variant {variant!r} needs --preset (the preset it belongs to)")
+            fail(f"--variant {variant!r} needs --preset (the preset it belongs to)")
         return {}, {}
     from pucl.params.sweeps import variant_overrides
 
-    spec = _load_preset(root, preset)
+    spec = preset_or_exit(root, preset)
     try:
         name, overrides = variant_overrides(spec, variant)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
         raise  # unreachable
     return overrides, {"preset": spec.name, "variant": name}
 
 
-def _validated_overrides(root: Path, assignments: list[str] | None,
+def validated_overrides(root: Path, assignments: list[str] | None,
                          base: dict | None = None) -> dict:
     """Parse --set values and validate params.yaml with them (on top of `base`, a
     preset's settings), before any work starts."""
@@ -138,15 +138,15 @@ def _validated_overrides(root: Path, assignments: list[str] | None,
 
         check_inputs(params, root)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     return overrides
 
 
-def _prefect_env() -> None:
+def prefect_env() -> None:
     quiet_defaults()
 
 
-def _run_flow(call, scheduler: bool = False):
+def run_flow(call, scheduler: bool = False):
     """Run a flow against one Prefect API (with `scheduler`, one that starts scheduled
     runs); user errors raised inside it become one line and exit 2."""
     from pucl.flows._server import prefect_api
@@ -155,10 +155,10 @@ def _run_flow(call, scheduler: bool = False):
         with prefect_api(scheduler):
             return call()
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
 
 
-def _frame_table(frame, title: str) -> Table:
+def frame_table(frame, title: str) -> Table:
     from pucl.reporting.tables import format_cell
 
     table = Table(title=title)
@@ -170,7 +170,7 @@ def _frame_table(frame, title: str) -> Table:
     return table
 
 
-def _score_hint(directory: Path) -> str:
+def score_hint(directory: Path) -> str:
     """How to score new inputs with the classifier a run wrote under `directory`."""
     try:
         shown = str(Path(directory).resolve().relative_to(Path.cwd().resolve())) or "."
@@ -179,5 +179,5 @@ def _score_hint(directory: Path) -> str:
     return f"score new inputs with it: pucl predict NEW.npz --out scores.csv --model {shown}"
 
 
-def _split_list(text: str | None) -> list[str]:
+def split_list(text: str | None) -> list[str]:
     return [v.strip() for v in (text or "").split(",") if v.strip()]

@@ -13,17 +13,17 @@ from rich.table import Table
 from pucl import tracking
 from pucl.cli._common import (
     SetOption,
-    _fail,
-    _frame_table,
-    _ints,
-    _load_preset,
-    _prefect_env,
-    _project,
-    _run_flow,
-    _split_list,
     app,
     err,
+    fail,
+    frame_table,
     out,
+    parse_ints,
+    prefect_env,
+    preset_or_exit,
+    project_or_exit,
+    run_flow,
+    split_list,
 )
 from pucl.errors import PuclError
 
@@ -50,18 +50,18 @@ def ablate(
     from pucl.params.sweeps import parse_sweep
     from pucl.reporting.tables import ablation_tables
 
-    root = _project()
+    root = project_or_exit()
     names = [v.strip() for v in losses.split(",") if v.strip()]
     unknown = [v for v in names if v not in CONTRASTIVE_LOSSES]
     if unknown:
-        _fail(f"unknown loss {unknown[0]!r} (allowed: {', '.join(CONTRASTIVE_LOSSES)})")
+        fail(f"unknown loss {unknown[0]!r} (allowed: {', '.join(CONTRASTIVE_LOSSES)})")
     # One sweep: objective x n_p x seed. The oracle prior is ignored by prior-free losses.
     try:
         from pucl.flows.sweep import validate_points
 
         spec = parse_sweep({
-            "name": "ablation", "seeds": _ints(seeds),
-            "grid": {"pretrain.loss": names, "split.n_p": _ints(n_p)},
+            "name": "ablation", "seeds": parse_ints(seeds),
+            "grid": {"pretrain.loss": names, "split.n_p": parse_ints(n_p)},
             # every training row: the table compares objectives, it chooses nothing
             "set": {"prior.method": "oracle", "pretrain.prior": "oracle",
                     "split.val_fraction": 0.0, "pretrain.epochs": epochs,
@@ -69,11 +69,11 @@ def ablate(
 
         validate_points(spec, root)  # every configuration, before running any
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
-    _prefect_env()
+        fail(str(exc), exc.exit_code)
+    prefect_env()
     from pucl.flows.sweep import sweep as sweep_flow
 
-    result = _run_flow(lambda: sweep_flow(spec=spec.model_dump(), project=str(root)))
+    result = run_flow(lambda: sweep_flow(spec=spec.model_dump(), project=str(root)))
     rows = []
     commit = tracking.git_commit(root)[:12]  # reports/ rows name the commit that measured them
     for point in result["points"]:
@@ -114,29 +114,29 @@ def sweep(
     try:
         spec = load_sweep(grid)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
-    result = _run_sweep(spec, workers, runner, address, _split_list(by))
+        fail(str(exc), exc.exit_code)
+    result = _run_sweep(spec, workers, runner, address, split_list(by))
     if result["comparison"]:
         import pandas as pd
 
         from pucl.reporting.tables import with_std
 
         table = pd.read_csv(result["comparison"])
-        out.print(_frame_table(with_std(table), f"sweep {spec.name}"))
+        out.print(frame_table(with_std(table), f"sweep {spec.name}"))
         out.print(f"comparison: {Path(result['comparison']).parent}")
 
 
 def _run_sweep(spec, workers: int, runner: str, address: str | None, by: list[str]) -> dict:
     """Validate every point, then run the sweep flow (shared by sweep and bench)."""
     if runner not in RUNNERS:
-        _fail(f"invalid --runner {runner!r} (allowed: {', '.join(RUNNERS)})")
-    root = _project()
+        fail(f"invalid --runner {runner!r} (allowed: {', '.join(RUNNERS)})")
+    root = project_or_exit()
     try:
         from pucl.flows.sweep import validate_points
 
         points = validate_points(spec, root)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     fixed = {**spec.set}
     if workers > 1 and "base.threads" not in spec.set and "base.threads" not in spec.grid:
         # points in parallel share the cores instead of each taking all of them
@@ -146,13 +146,13 @@ def _run_sweep(spec, workers: int, runner: str, address: str | None, by: list[st
         err.print("pucl: warning: points in threads share torch's global RNG and thread "
                   "settings; use --runner processes for reproducible parallel points")
     spec = spec.model_copy(update={"set": fixed})
-    _prefect_env()
+    prefect_env()
     from pucl.flows.sweep import sweep as sweep_flow
 
     task_runner = _task_runner(runner, workers, address)
     err.print(f"pucl: sweep {spec.name}: {len(points)} points, runner "
               f"{'dask@' + address if address else runner}, {workers} worker(s)")
-    return _run_flow(lambda: sweep_flow.with_options(task_runner=task_runner)(
+    return run_flow(lambda: sweep_flow.with_options(task_runner=task_runner)(
         spec=spec.model_dump(), project=str(root), by=by))
 
 
@@ -179,13 +179,13 @@ def bench(
     Without PRESET: list the presets."""
     from pucl.reporting.tables import bench_table
 
-    root = _project()
+    root = project_or_exit()
     if preset is None:
         from pucl.params.presets import PRESETS
 
         _list_presets(root / PRESETS)
         return
-    spec = _load_preset(root, preset)
+    spec = preset_or_exit(root, preset)
     try:
         update: dict = {}
         if set_:
@@ -196,16 +196,16 @@ def bench(
             # a grid key set on the command line runs that value only
             update["grid"] = {k: [given[k]] if k in given else v for k, v in spec.grid.items()}
         if seeds:
-            update["seeds"] = _ints(seeds)
+            update["seeds"] = parse_ints(seeds)
         if variants:
             from pucl.params.sweeps import select_variants
 
-            spec = select_variants(spec, _split_list(variants))
+            spec = select_variants(spec, split_list(variants))
         from pucl.params.sweeps import parse_sweep
 
         spec = parse_sweep({**spec.model_dump(), **update}, f"preset {preset}")
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     by = [*(["variant"] if spec.variants else []), *spec.grid]  # a row per variant and point
     result = _run_sweep(spec, workers, runner, address, by)
     if result["comparison"]:
@@ -217,7 +217,7 @@ def bench(
         grouped = pd.read_csv(result["comparison"])
         table = bench_table(grouped, lambda row: reference_of(
             spec, row.get("variant"), {key: row[key] for key in spec.grid}), list(spec.grid))
-        out.print(_frame_table(table, f"{spec.name}: test accuracy (%), mean +- std over "
+        out.print(frame_table(table, f"{spec.name}: test accuracy (%), mean +- std over "
                                       f"seeds {', '.join(map(str, spec.seeds))}"))
         # per grid point, the variant a user with P and U alone would take
         for line in choice_lines(grouped, by, list(spec.grid)):
@@ -279,7 +279,7 @@ def compare(
     from pucl.reporting.comparison import compare_runs, find_sweep, pipeline_runs
     from pucl.stages.runner import resolve_params
 
-    root = _project()
+    root = project_or_exit()
     try:
         params = resolve_params(root)
         uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
@@ -294,12 +294,12 @@ def compare(
             runs = pipeline_runs(store)
             title = f"experiment {name}"
             target = out_dir or root / params.paths.runs / "comparison"
-        result = compare_runs(runs, target.resolve(), _split_list(by), title=title)
+        result = compare_runs(runs, target.resolve(), split_list(by), title=title)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     from pucl.reporting.tables import with_std
 
-    out.print(_frame_table(with_std(result.table), f"{title}: {len(result.frame)} runs"))
+    out.print(frame_table(with_std(result.table), f"{title}: {len(result.frame)} runs"))
     for line in result.choice:
         out.print(line, soft_wrap=True)
     out.print(f"wrote {', '.join(str(p) for p in result.files)}")

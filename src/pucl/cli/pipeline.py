@@ -19,17 +19,17 @@ from pucl.cli._common import (
     PresetOption,
     SetOption,
     VariantOption,
-    _fail,
-    _metrics_table,
-    _prefect_env,
-    _preset_overrides,
-    _project,
-    _run_flow,
-    _score_hint,
-    _validated_overrides,
     app,
     err,
+    fail,
+    metrics_table,
     out,
+    prefect_env,
+    preset_overrides,
+    project_or_exit,
+    run_flow,
+    score_hint,
+    validated_overrides,
 )
 from pucl.errors import PuclError
 from pucl.params.config import load_params
@@ -58,16 +58,16 @@ def repro(
     """Validate params.yaml, then run `dvc repro` under one parent MLflow run."""
     root = tracking.project_root()
     if not (root / "dvc.yaml").exists():
-        _fail(f"no dvc.yaml in {root} or its parents: run pucl inside the project")
+        fail(f"no dvc.yaml in {root} or its parents: run pucl inside the project")
     try:  # refuse before DVC deletes any stage output
         params = load_params(root / "params.yaml")
         from pucl.stages.preflight import check_inputs
 
         check_inputs(params, root)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     if importlib.util.find_spec("dvc") is None:
-        _fail("dvc is not installed in this environment (run: make setup)")
+        fail("dvc is not installed in this environment (run: make setup)")
 
     uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
     # `kill` stops it the way Ctrl-C does: dvc and the stage stop too, their runs KILLED.
@@ -88,10 +88,10 @@ def repro(
     if code != 0:
         err.print(f"pucl: dvc repro failed (exit {code})")
         raise typer.Exit(code)
-    table = _metrics_table(root / params.paths.evaluate / "metrics.json")
+    table = metrics_table(root / params.paths.evaluate / "metrics.json")
     if table is not None:
         out.print(table)
-        out.print(_score_hint(root))
+        out.print(score_hint(root))
     out.print(f"MLflow store: {uri}  (open it with `pucl ui`)")
 
 
@@ -123,7 +123,7 @@ def ui(
 ) -> None:
     """Start the MLflow UI on localhost for this project's tracking store (reads it,
     changes nothing in it)."""
-    root = _project()
+    root = project_or_exit()
     try:
         params = load_params(root / "params.yaml")
         uri = tracking.resolve_tracking_uri(params.tracking.uri, root)
@@ -133,7 +133,7 @@ def ui(
         except tracking.UnknownExperiment:
             page = ""
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     out.print(f"MLflow UI for {uri} at http://127.0.0.1:{port}/{page} (Ctrl-C to stop)")
     raise typer.Exit(_call_as_group(
         [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri,
@@ -145,9 +145,9 @@ def check(assignments: SetOption = None, preset: PresetOption = None,
           variant: VariantOption = None) -> None:
     """Validate params.yaml (with a preset's settings and any --set overrides) and the
     data without running."""
-    root = _project()
-    base, tags = _preset_overrides(root, preset, variant)
-    _validated_overrides(root, assignments, base)
+    root = project_or_exit()
+    base, tags = preset_overrides(root, preset, variant)
+    validated_overrides(root, assignments, base)
     with_ = ([f"preset {tags['preset']} variant {tags['variant']}"] if tags else []) + \
         list(assignments or [])
     suffix = f" with {', '.join(with_)}" if with_ else ""
@@ -166,14 +166,14 @@ def run_cmd(
     """Run the whole pipeline as a Prefect flow, in its own run directory (not the DVC outs).
     With --preset: that benchmark's settings and its recommended variant, on one seed
     (base.seed; --set base.seed=S for another)."""
-    root = _project()
-    base, tags = _preset_overrides(root, preset, variant)
-    overrides = _validated_overrides(root, set_, base)
-    _prefect_env()
+    root = project_or_exit()
+    base, tags = preset_overrides(root, preset, variant)
+    overrides = validated_overrides(root, set_, base)
+    prefect_env()
     from pucl.flows.pipeline import pipeline
 
     prefix = f"{tags['preset']}-{tags['variant']}" if tags else "run"
-    summary = _run_flow(lambda: pipeline(overrides=overrides, run_name=name,
+    summary = run_flow(lambda: pipeline(overrides=overrides, run_name=name,
                                          project=str(root), progress=progress,
                                          name_prefix=prefix, tags=tags))
     table = Table(title=f"test metrics: {summary['name']}")
@@ -183,7 +183,7 @@ def run_cmd(
         table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
     out.print(table)
     out.print(f"outputs: {summary['workdir']}")
-    out.print(_score_hint(Path(summary["workdir"])))
+    out.print(score_hint(Path(summary["workdir"])))
     if summary["mlflow_run_id"]:
         out.print(f"MLflow parent run: {summary['mlflow_run_id']}  (pucl ui)")
 
@@ -221,4 +221,4 @@ def methods(
                                   info.description or "")
         out.print(table)
     if not shown:
-        _fail(f"no registered method matches {pattern!r} (`pucl methods` lists them all)")
+        fail(f"no registered method matches {pattern!r} (`pucl methods` lists them all)")

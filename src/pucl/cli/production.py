@@ -12,14 +12,14 @@ import typer
 from pucl import tracking
 from pucl.cli._common import (
     SetOption,
-    _fail,
-    _prefect_env,
-    _project,
-    _run_flow,
-    _validated_overrides,
     app,
     err,
+    fail,
     out,
+    prefect_env,
+    project_or_exit,
+    run_flow,
+    validated_overrides,
 )
 from pucl.errors import PuclError
 
@@ -39,12 +39,12 @@ def _dataset(set_: list[str] | None):
     from pucl.params.config import anchor_paths, parse_assignments
     from pucl.stages.runner import resolve_params
 
-    root = _project()
+    root = project_or_exit()
     try:
         overrides = anchor_paths(parse_assignments(set_ or []), Path.cwd())
         params = resolve_params(root, overrides)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     return root, params, Path(params.paths.dataset)
 
 
@@ -88,7 +88,7 @@ def data_init(
         if rest_path is not None and remaining is not None:
             datastore.write_npz(rest_path, remaining.arrays())
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     _log_data_run(root, params, directory, version, "data init",
                   {"data.batch": "00000", "data.source": source},
                   {"rows": len(first.x), "positives": int(first.pu.sum()),
@@ -116,7 +116,7 @@ def data_reestimate_prior(set_: SetOption = None) -> None:
     try:
         before, after, version = datastore.reestimate_holdout_prior(params, root, directory)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     _log_data_run(root, params, directory, version, "data reestimate-prior",
                   {"holdout.prior_before": f"{before:.6f}",
                    "prior.method": params.prior.method},
@@ -140,7 +140,7 @@ def data_add(
         batch_id, rows, positives, version = datastore.add_batch(
             root, directory, _typed(path), validate=params.validation.enabled)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     watch = _watch(params, root, batch_id)
     _log_data_run(root, params, directory, version, f"data add {batch_id}",
                   {"data.batch": batch_id, "data.source": str(path),
@@ -195,9 +195,9 @@ def retrain(set_: SetOption = None,
     """One pass of the retrain flow (what `pucl serve` schedules): skip when nothing
     changed since the champion, else train a challenger, score both on the frozen holdout
     and promote by the margin rule."""
-    root = _project()
-    overrides = _validated_overrides(root, set_)
-    _prefect_env()
+    root = project_or_exit()
+    overrides = validated_overrides(root, set_)
+    prefect_env()
     from pucl.flows.retrain import open_registry_store
     from pucl.flows.retrain import retrain as retrain_flow
     from pucl.stages.runner import resolve_params
@@ -205,9 +205,9 @@ def retrain(set_: SetOption = None,
     try:  # before a Prefect server starts: no registry, no retrain
         open_registry_store(resolve_params(root, overrides), root)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
 
-    d = _run_flow(lambda: retrain_flow(overrides=overrides, project=str(root),
+    d = run_flow(lambda: retrain_flow(overrides=overrides, project=str(root),
                                        progress=progress, wait=wait))
 
     def show(v):
@@ -251,7 +251,7 @@ def predict(
     from pucl.production import serving
 
     if not 0.0 <= threshold <= 1.0:
-        _fail(f"--threshold {threshold}: must be in [0, 1]")
+        fail(f"--threshold {threshold}: must be in [0, 1]")
     target = _typed(out_file)
     uri, reference, runs = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"), model, None
     if uri is not None and "://" not in uri:
@@ -263,12 +263,12 @@ def predict(
         try:
             params = load_params(root / "params.yaml")
         except PuclError as exc:
-            _fail(str(exc), exc.exit_code)
+            fail(str(exc), exc.exit_code)
         uri = uri or tracking.resolve_tracking_uri(params.tracking.uri, root)
         reference = reference or f"{params.tracking.registered_model}@{tracking.CHAMPION}"
         runs = root / params.paths.runs
     elif reference is None:
-        _fail("outside a project: give --model (a run directory, a file of "
+        fail("outside a project: give --model (a run directory, a file of "
               "PUClassifier.save, NAME@ALIAS with --tracking-uri, or an MLflow URI)")
     try:
         serving.check_output(target)
@@ -277,7 +277,7 @@ def predict(
         scores = serving.score(classifier, data.x, progress, label)
         serving.write_scores(target, data, scores, threshold)
     except PuclError as exc:
-        _fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code)
     positive = int((scores >= threshold).sum())
     out.print(f"{len(scores)} rows scored with {label}: {positive} labelled 1 "
               f"(score >= {threshold:g}) -> {target}")

@@ -11,13 +11,13 @@ import typer
 
 from pucl.cli._common import (
     SetOption,
-    _fail,
-    _prefect_env,
-    _project,
-    _run_flow,
-    _validated_overrides,
     app,
+    fail,
     out,
+    prefect_env,
+    project_or_exit,
+    run_flow,
+    validated_overrides,
 )
 
 
@@ -39,18 +39,18 @@ def serve(
     try:
         CronSchedule(cron=cron)
     except Exception:
-        _fail(f"invalid --cron {cron!r}: expected five fields, e.g. '0 2 * * *' (02:00 daily)")
-    root = _project()
-    overrides = _validated_overrides(root, set_)
+        fail(f"invalid --cron {cron!r}: expected five fields, e.g. '0 2 * * *' (02:00 daily)")
+    root = project_or_exit()
+    overrides = validated_overrides(root, set_)
     name = name or deployment_name(root)
-    _prefect_env()
+    prefect_env()
     from pucl.flows.retrain import retrain
 
     # Prefect's runner stops cleanly on SIGTERM, but on Ctrl-C (SIGINT) it hung in
     # asyncio's cancellation of its tasks, for good: Ctrl-C becomes the SIGTERM it handles.
     signal.signal(signal.SIGINT, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
     out.print(f"serving deployment pucl-retrain/{name} on cron {cron!r} (Ctrl-C to stop)")
-    _run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
+    run_flow(lambda: retrain.serve(name=name, cron=cron, parameters={
         "overrides": overrides, "project": str(root), "wait": wait}), scheduler=True)
 
 

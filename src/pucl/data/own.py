@@ -48,13 +48,13 @@ def _need_path(path: str | None, kind: str) -> Path:
     return p
 
 
-def _as_images_or_features(x: np.ndarray, what: str) -> np.ndarray:
+def as_images_or_features(x: np.ndarray, what: str) -> np.ndarray:
     """uint8 images [n, c, h, w] (floats in [0, 1] rounded to 8-bit pixels) or float32
     feature rows [n, d]: what pucl.data.inputs accepts, as the pipeline stores it."""
     return as_stored_pixels(as_model_input(x, what))
 
 
-def _binary(values: np.ndarray, what: str, allowed: tuple[int, ...]) -> np.ndarray:
+def binary_labels(values: np.ndarray, what: str, allowed: tuple[int, ...]) -> np.ndarray:
     values = np.asarray(values)
     if values.ndim != 1 or not np.issubdtype(values.dtype, np.number):
         raise DataError(f"{what} must be a 1-D numeric array, got {values.dtype} "
@@ -69,8 +69,8 @@ def own_data(name: str, x: np.ndarray, pu: np.ndarray, y: np.ndarray | None,
              x_test: np.ndarray | None, y_test: np.ndarray | None, test_fraction: float,
              seed: int, source: str) -> ImageData:
     """Checks and assembles user-given arrays (shared by npz and folder)."""
-    x = _as_images_or_features(x, f"{source}: x")
-    pu = _binary(pu, f"{source}: pu", (0, 1))
+    x = as_images_or_features(x, f"{source}: x")
+    pu = binary_labels(pu, f"{source}: pu", (0, 1))
     if len(pu) != len(x):
         raise DataError(f"{source}: pu has {len(pu)} rows, x has {len(x)}")
     if not pu.any():
@@ -80,7 +80,7 @@ def own_data(name: str, x: np.ndarray, pu: np.ndarray, y: np.ndarray | None,
     if y is None:
         y = np.full(len(x), UNKNOWN, dtype=np.int64)
     else:
-        y = _binary(y, f"{source}: y", (UNKNOWN, 0, 1))
+        y = binary_labels(y, f"{source}: y", (UNKNOWN, 0, 1))
         if len(y) != len(x):
             raise DataError(f"{source}: y has {len(y)} rows, x has {len(x)}")
         if (y[pu == 1] == 0).any():
@@ -93,8 +93,8 @@ def own_data(name: str, x: np.ndarray, pu: np.ndarray, y: np.ndarray | None,
     if x_test is None:
         x, y, pu, x_test, y_test = _hold_out(x, y, pu, test_fraction, seed)
     else:
-        x_test = _as_images_or_features(x_test, f"{source}: x_test")
-        y_test = _binary(y_test, f"{source}: y_test", (0, 1))
+        x_test = as_images_or_features(x_test, f"{source}: x_test")
+        y_test = binary_labels(y_test, f"{source}: y_test", (0, 1))
         if len(y_test) != len(x_test):
             raise DataError(f"{source}: y_test has {len(y_test)} rows, x_test has "
                             f"{len(x_test)}")
@@ -145,11 +145,11 @@ def load_npz(path: str | None = None, test_fraction: float = 0.2, seed: int = 0,
                     arrays.get("y_test"), test_fraction, seed, str(file))
 
 
-def _image_files(directory: Path) -> list[Path]:
+def image_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
-def _read_images(files: list[Path]) -> np.ndarray:
+def read_images(files: list[Path]) -> np.ndarray:
     from PIL import Image
 
     images = []
@@ -178,14 +178,14 @@ def load_folder(path: str | None = None, **_ignored) -> ImageData:
              "test/negative": root / "test" / "negative"}
     files = {}
     for part, directory in parts.items():
-        files[part] = _image_files(directory) if directory.is_dir() else []
+        files[part] = image_files(directory) if directory.is_dir() else []
         if not files[part]:
             raise DataError(f"{directory} holds no image ({', '.join(IMAGE_SUFFIXES)}); the "
                             "folder layout is positive/, unlabeled/, test/positive/, "
                             "test/negative/")
     order = [*files["positive"], *files["unlabeled"], *files["test/positive"],
              *files["test/negative"]]
-    images = _read_images(order)
+    images = read_images(order)
     n_pos, n_unl = len(files["positive"]), len(files["unlabeled"])
     n_train = n_pos + n_unl
     pu = np.r_[np.ones(n_pos, np.int64), np.zeros(n_unl, np.int64)]

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from pucl.data.catalog import ImageData, register
-from pucl.data.own import UNKNOWN, _as_images_or_features, _binary, read_npz
+from pucl.data.own import UNKNOWN, as_images_or_features, binary_labels, read_npz
 from pucl.errors import DataError
 
 HOLDOUT = "holdout.npz"
@@ -70,15 +70,15 @@ def check_batch(arrays: dict[str, np.ndarray], source: str, like: np.ndarray | N
                             f"holds {', '.join(BATCH_KEYS)})")
     if len(arrays["x"]) == 0:
         raise DataError(f"{source}: the batch is empty (x has 0 rows)")
-    x = _as_images_or_features(arrays["x"], f"{source}: x")
+    x = as_images_or_features(arrays["x"], f"{source}: x")
     if like is not None and (x.dtype != like.dtype or x.shape[1:] != like.shape[1:]):
         raise DataError(f"{source}: x is {x.dtype} {list(x.shape[1:])} per row; the tracked "
                         f"dataset holds {like.dtype} {list(like.shape[1:])}")
-    pu = _binary(arrays["pu"], f"{source}: pu", (0, 1))
+    pu = binary_labels(arrays["pu"], f"{source}: pu", (0, 1))
     if len(pu) != len(x):
         raise DataError(f"{source}: pu has {len(pu)} rows, x has {len(x)}")
     if "y" in arrays:
-        y = _binary(arrays["y"], f"{source}: y", (UNKNOWN, 0, 1))
+        y = binary_labels(arrays["y"], f"{source}: y", (UNKNOWN, 0, 1))
         if len(y) != len(x):
             raise DataError(f"{source}: y has {len(y)} rows, x has {len(x)}")
         if (y[pu == 1] == 0).any():
@@ -130,11 +130,11 @@ def read_holdout(directory: str | Path) -> Holdout:
     if set(arrays) not in (LABELLED_KEYS, PU_KEYS):
         raise DataError(f"{file} must hold {', '.join(sorted(LABELLED_KEYS))} (labelled) or "
                         f"{', '.join(sorted(PU_KEYS))} (PU), has {sorted(arrays)}")
-    x = _as_images_or_features(arrays["x_test"], f"{file}: x_test")
+    x = as_images_or_features(arrays["x_test"], f"{file}: x_test")
     if "pu_test" not in arrays:
-        return Holdout(x, _binary(arrays["y_test"], f"{file}: y_test", (0, 1)))
-    pu = _binary(arrays["pu_test"], f"{file}: pu_test", (0, 1))
-    y = _binary(arrays["y_test"], f"{file}: y_test", (UNKNOWN, 0, 1))
+        return Holdout(x, binary_labels(arrays["y_test"], f"{file}: y_test", (0, 1)))
+    pu = binary_labels(arrays["pu_test"], f"{file}: pu_test", (0, 1))
+    y = binary_labels(arrays["y_test"], f"{file}: y_test", (UNKNOWN, 0, 1))
     prior = float(arrays["prior"])
     if not 0.0 < prior < 1.0 or len(pu) != len(x) or len(y) != len(x):
         raise DataError(f"{file}: a PU holdout needs pu_test and y_test of x_test's "

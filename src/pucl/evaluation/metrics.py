@@ -92,26 +92,6 @@ def prototype_bias(views: np.ndarray, labels: np.ndarray) -> float:
     return float(gaps.mean())
 
 
-def feature_sparsity(features: np.ndarray, eps: float = 1e-5) -> float:
-    """Paper 004 (Figure 3b): the mean share of (near-)zero entries per sample."""
-    return float((np.abs(features) < eps).mean())
-
-
-def class_consistency(features: np.ndarray, labels: np.ndarray, eps: float = 1e-5) -> float:
-    """Paper 004 (Figure 3a), oracle: per feature dimension, the share of its activated
-    samples (value > eps) that belong to their most frequent class, averaged over the
-    dimensions that activate at all."""
-    labels = np.asarray(labels)
-    active = np.asarray(features) > eps
-    classes = np.unique(labels)
-    rates = []
-    for dim in range(active.shape[1]):
-        hit = labels[active[:, dim]]
-        if len(hit):
-            rates.append(max((hit == c).sum() for c in classes) / len(hit))
-    return float(np.mean(rates)) if rates else float("nan")
-
-
 def prior_metrics(estimate: float, truth: float | None) -> dict[str, float]:
     """The prior used, and beside it the true prior and the error where U's labels are
     known."""

@@ -4,7 +4,6 @@ from pucl.losses.contrastive import (
     CONTRASTIVE_LOSSES,
     DCL,
     MCL,
-    NONNEG,
     PUCL,
     PUNCE,
     SCLPU,
@@ -13,8 +12,7 @@ from pucl.losses.contrastive import (
     BalancedPUCL,
     ContrastiveLoss,
     make_loss,
-    nonnegative,
 )
 
-__all__ = ["DCL", "CONTRASTIVE_LOSSES", "MCL", "NONNEG", "PUCL", "PUNCE", "SCLPU", "SSCL",
-           "Balanced", "BalancedPUCL", "ContrastiveLoss", "make_loss", "nonnegative"]
+__all__ = ["DCL", "CONTRASTIVE_LOSSES", "MCL", "PUCL", "PUNCE", "SCLPU", "SSCL",
+           "Balanced", "BalancedPUCL", "ContrastiveLoss", "make_loss"]

@@ -23,21 +23,8 @@ from pucl.losses.core import (
 )
 from pucl.registry import EntryParams, Registry
 
-NONNEG = ("none", "relu", "rep_relu")
-
 # `pretrain.loss`; entries tagged needs_prior take the class prior as `pi`
 CONTRASTIVE_LOSSES = Registry("contrastive loss", "pucl.losses")
-
-
-def nonnegative(z: torch.Tensor, mode: str) -> torch.Tensor:
-    """Paper 004 eq. 6-7: ReLU on the projection; `rep_relu` keeps the ReLU forward but
-    back-propagates GELU's gradient, so dead units still learn."""
-    if mode == "none":
-        return z
-    if mode == "relu":
-        return torch.relu(z)
-    gelu = torch.nn.functional.gelu(z)
-    return gelu + (torch.relu(z) - gelu).detach()
 
 
 def _check_prior(pi: float) -> float:
@@ -59,20 +46,16 @@ def sclpu_positives(labeled_views: torch.Tensor, b: int) -> torch.Tensor:
 
 
 class ContrastiveLoss(nn.Module):
-    def __init__(self, temperature: float = 0.5, nonneg: str = "none"):
+    def __init__(self, temperature: float = 0.5):
         super().__init__()
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
-        if nonneg not in NONNEG:
-            raise ValueError(f"nonneg must be one of {', '.join(NONNEG)}, got {nonneg!r}")
         self.temperature = float(temperature)
-        self.nonneg = nonneg
 
     def _inputs(self, z1, z2, is_labeled):
         b = z1.shape[0]
         if is_labeled.shape != (b,):
             raise ValueError(f"is_labeled must be [b] = [{b}], got {tuple(is_labeled.shape)}")
-        z1, z2 = nonnegative(z1, self.nonneg), nonnegative(z2, self.nonneg)
         return similarity_logits(z1, z2, self.temperature), b, is_labeled.to(torch.bool).repeat(2)
 
     def attraction(self, labeled_views: torch.Tensor, b: int) -> torch.Tensor:
@@ -130,8 +113,8 @@ class MCL(ContrastiveLoss):
     """MCL (eq. 28): lambda * sCL-PU + (1 - lambda) * ssCL; both share log Z, so the mix
     is a mix of attraction weights."""
 
-    def __init__(self, temperature: float = 0.5, mcl_lambda: float = 0.5, nonneg: str = "none"):
-        super().__init__(temperature, nonneg)
+    def __init__(self, temperature: float = 0.5, mcl_lambda: float = 0.5):
+        super().__init__(temperature)
         if not 0.0 <= mcl_lambda <= 1.0:
             raise ValueError(f"mcl_lambda must be in [0, 1], got {mcl_lambda}")
         self.mcl_lambda = float(mcl_lambda)
@@ -150,8 +133,8 @@ class PUNCE(ContrastiveLoss):
     otherwise (its other view only). Eq. 38's "(1 - pi) log(z_i . z_a(i))" is read as
     (1 - pi) s_{i,a(i)} (docs/objectives.md)."""
 
-    def __init__(self, temperature: float = 0.5, pi: float = 0.5, nonneg: str = "none"):
-        super().__init__(temperature, nonneg)
+    def __init__(self, temperature: float = 0.5, pi: float = 0.5):
+        super().__init__(temperature)
         self.pi = _check_prior(pi)
 
     def weights(self, labeled_views, b, dtype):
@@ -169,8 +152,8 @@ class DCL(ContrastiveLoss):
     Ng = max( (sum_{j not in {i, a(i)}} e^{s_ij} - pi N e^{s_ia}) / (1 - pi), N e^{-1/tau} ),
     N = 2b - 2, all in log-space. Labels are not used."""
 
-    def __init__(self, temperature: float = 0.5, pi: float = 0.5, nonneg: str = "none"):
-        super().__init__(temperature, nonneg)
+    def __init__(self, temperature: float = 0.5, pi: float = 0.5):
+        super().__init__(temperature)
         self.pi = _check_prior(pi)
 
     def forward(self, z1, z2, is_labeled):
@@ -199,8 +182,8 @@ class Balanced(ContrastiveLoss):
     is not used (alpha plays its part)."""
 
     def __init__(self, alpha: float = 2.0, balance_lambda: float = 1.0, pu: bool = False,
-                 nonneg: str = "none", temperature: float = 1.0):
-        super().__init__(temperature, nonneg)
+                 temperature: float = 1.0):
+        super().__init__(temperature)
         if not alpha > 0 or not balance_lambda > 0:
             raise ValueError(f"alpha and balance_lambda must be > 0, got {alpha}, "
                              f"{balance_lambda}")
@@ -210,7 +193,7 @@ class Balanced(ContrastiveLoss):
         b = z1.shape[0]
         if is_labeled.shape != (b,):
             raise ValueError(f"is_labeled must be [b] = [{b}], got {tuple(is_labeled.shape)}")
-        cos = similarity_logits(nonnegative(z1, self.nonneg), nonnegative(z2, self.nonneg), 1.0)
+        cos = similarity_logits(z1, z2, 1.0)
         labeled_views = is_labeled.to(torch.bool).repeat(2)
         positive = pucl_positives(labeled_views, b) if self.pu else partner_mask(b, cos.device)
         eye = torch.eye(2 * b, dtype=torch.bool, device=cos.device)
@@ -226,13 +209,13 @@ class Balanced(ContrastiveLoss):
 class BalancedPUCL(Balanced):
     """Balanced loss (paper 002 eq. 17) with PUCL's positive set for labelled anchors."""
 
-    def __init__(self, alpha: float = 2.0, balance_lambda: float = 1.0, nonneg: str = "none",
+    def __init__(self, alpha: float = 2.0, balance_lambda: float = 1.0,
                  temperature: float = 1.0):
-        super().__init__(alpha, balance_lambda, True, nonneg, temperature)
+        super().__init__(alpha, balance_lambda, True, temperature)
 
 
 def make_loss(name: str, **params) -> ContrastiveLoss:
-    """The objective `name` with its params (temperature, nonneg, and mcl_lambda for mcl,
+    """The objective `name` with its params (temperature, and mcl_lambda for mcl,
     pi for punce and dcl, alpha / balance_lambda for the balanced forms)."""
     try:
         cls = CONTRASTIVE_LOSSES.get(name).target

@@ -4,11 +4,11 @@ Online embeddings q (after the predictor) are pulled towards target-network embe
 of same-class samples; nothing is pushed apart, so no negatives are needed. With
 s_ij = <q_i / |q_i|, k_j / |k_j|>:
 
-- supervised BYOL, eq. 5:  L_r(i, j)  = 2 (1 - s_ij)        for y_i = y_j
-- NoiSNCL, eq. 7:          L~_r(i, j) = 2 sqrt(1 - s_ij)    for y_i = y_j
+  NoiSNCL, eq. 7:  L~_r(i, j) = 2 sqrt(1 - s_ij)   for y_i = y_j
 
-The square root makes a pair's gradient grow with its similarity (eq. 8), so clean
-same-class pairs, already close, outweigh noisy ones. Similarities are clamped to
+(supervised BYOL, eq. 5, is the same without the root). The square root makes a pair's
+gradient grow with its similarity (eq. 8), so clean same-class pairs, already close,
+outweigh noisy ones. Similarities are clamped to
 [1e-4, 1 - 1e-4] (docs/objectives.md) to keep the root differentiable. The batch loss is
 eq. 14's third term: the mean over anchors that have a same-class pair of the mean over
 those pairs. The target side carries no gradient (BYOL's stop-gradient).
@@ -45,9 +45,3 @@ def noisncl_loss(q: torch.Tensor, k: torch.Tensor, same_class: torch.Tensor) -> 
     """NoiSNCL (eq. 7) averaged as in eq. 14. same_class: bool [b, m], True where the
     pseudo-labels agree (including i's own other view when it is among the targets)."""
     return _pair_mean(2.0 * torch.sqrt(1.0 - pair_similarity(q, k)), same_class)
-
-
-def supervised_byol_loss(q: torch.Tensor, k: torch.Tensor, same_class: torch.Tensor
-                         ) -> torch.Tensor:
-    """Supervised non-contrastive loss without the root (eq. 5), for comparison."""
-    return _pair_mean(2.0 * (1.0 - pair_similarity(q, k)), same_class)

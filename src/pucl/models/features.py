@@ -95,15 +95,3 @@ def input_features(images: np.ndarray | torch.Tensor) -> np.ndarray:
     a learned representation should beat)."""
     x = normalize(to_unit_float(torch.as_tensor(images)))
     return x.reshape(len(x), -1).numpy().astype(np.float32, copy=False)
-
-
-@torch.no_grad()
-def raw_projections(model: ContrastiveModel, images: np.ndarray | torch.Tensor,
-                    device: torch.device | None = None, batch_size: int = 1024) -> np.ndarray:
-    """Projector outputs before normalisation, float32 [n, d]."""
-    device = device or torch.device("cpu")
-    model.eval().to(device)
-    x_all = torch.as_tensor(images)
-    out = [model(normalize(to_unit_float(x_all[s:s + batch_size])).to(device)).cpu()
-           for s in range(0, len(x_all), batch_size)]
-    return torch.cat(out).numpy().astype(np.float32)

@@ -26,13 +26,13 @@ from pucl.recipe.settings import (
     PretrainParams,
     PriorParams,
     PuplParams,
+    Section,
     SplitParams,
-    _Section,
     check_method_head,
 )
 
 
-class PathsParams(_Section):
+class PathsParams(Section):
     data_root: str = "data/raw"
     split: str = "data/split"
     prior: str = "data/prior"
@@ -48,7 +48,7 @@ class PathsParams(_Section):
     pretrain_cache: str | None = "data/cache/pretrain"
 
 
-class TrackingParams(_Section):
+class TrackingParams(Section):
     uri: str | None = Field(None, description="MLflow tracking URI (default: sqlite in root)")
     experiment: str = Field("pucl", min_length=1)
     registered_model: str = Field("pucl-classifier", min_length=1,
@@ -57,7 +57,7 @@ class TrackingParams(_Section):
     min_improvement: float = Field(0.0, ge=0.0, description="margin a challenger must beat")
 
 
-class DataParams(_Section):
+class DataParams(Section):
     dataset: str = "mnist5k"
     task: str = "mnist-i"
     test_fraction: float = Field(0.2, gt=0.0, lt=1.0)
@@ -68,14 +68,12 @@ class DataParams(_Section):
                              "to the current directory in --set")
 
 
-class ValidationParams(_Section):
+class ValidationParams(Section):
     """Data contracts between stages (great-expectations suites)."""
 
     enabled: bool = True
     prior_tolerance: float = Field(0.02, gt=0.0, lt=1.0,
                                    description="U's prior vs split.prior, when that is set")
-    feature_variance_floor: float = Field(1e-8, ge=0.0,
-                                          description="below it a feature dimension collapsed")
     positive_fraction: tuple[float, float] = Field(
         (0.05, 0.95), description="sane band of the PUPL positive fraction")
 
@@ -87,7 +85,7 @@ class ValidationParams(_Section):
         return v
 
 
-class Params(_Section):
+class Params(Section):
     base: BaseParams = BaseParams()
     paths: PathsParams = PathsParams()
     tracking: TrackingParams = TrackingParams()

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from pucl.data import get_task, load_dataset
-from pucl.data.own import _image_files, _read_images, read_npz
+from pucl.data.own import image_files, read_images, read_npz
 from pucl.data.split import given_pu_split, make_pu_split, unlabeled_rows, validation_rows
 from pucl.data.tracked import (
     BATCHES,
@@ -124,11 +124,11 @@ def read_source_batch(path: Path, like: np.ndarray) -> Batch:
     if not path.exists():
         raise DataError(f"batch {path} does not exist")
     if path.is_dir():
-        parts = {"positive": _image_files(path / "positive"),
-                 "unlabeled": _image_files(path / "unlabeled")}
+        parts = {"positive": image_files(path / "positive"),
+                 "unlabeled": image_files(path / "unlabeled")}
         if not parts["positive"] and not parts["unlabeled"]:
             raise DataError(f"batch folder {path} holds no image in positive/ or unlabeled/")
-        x = _read_images(parts["positive"] + parts["unlabeled"])
+        x = read_images(parts["positive"] + parts["unlabeled"])
         pu = np.r_[np.ones(len(parts["positive"]), np.int64),
                    np.zeros(len(parts["unlabeled"]), np.int64)]
         return check_batch({"x": x, "pu": pu}, str(path), like)

@@ -19,7 +19,7 @@ import numpy as np
 
 from pucl.data.augment import unit_scale
 from pucl.data.inputs import as_model_input
-from pucl.data.own import IMAGE_SUFFIXES, _image_files, _read_images, read_npz
+from pucl.data.own import IMAGE_SUFFIXES, image_files, read_images, read_npz
 from pucl.errors import DataError
 from pucl.tracking.models import ModelNotFound
 
@@ -134,11 +134,11 @@ def read_inputs(path: Path) -> Inputs:
     if not path.exists():
         raise DataError(f"input {path} does not exist (give an .npz with x, or an image folder)")
     if path.is_dir():
-        files = _image_files(path)
+        files = image_files(path)
         if not files:
             raise DataError(f"input folder {path} holds no image "
                             f"({', '.join(IMAGE_SUFFIXES)})")
-        x = _read_images(files)
+        x = read_images(files)
         ids = [str(f.relative_to(path)) for f in files]
     else:
         arrays = read_npz(path)

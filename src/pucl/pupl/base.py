@@ -22,7 +22,7 @@ class KMeansParams(EntryParams):
 
     restarts: int = Field(50, ge=1, description="seeded 2-means runs; the lowest potential wins")
     max_iter: int = Field(100, ge=1, description="Lloyd iterations per run")
-    prior_tolerance: float = Field(0.15, gt=0.0, lt=1.0, description="auto: accepted "
+    share_tolerance: float = Field(0.15, gt=0.0, lt=1.0, description="auto: accepted "
                                    "|2-means positive share of U - prior estimate|")
 
 
@@ -51,7 +51,7 @@ def check_pu_input(X: Any, s: Any, in_u: Any = None) -> tuple[np.ndarray, ...]:
     return z, labeled, member
 
 
-DEFAULT_TOLERANCE = 0.15  # labellers without a prior_tolerance setting (prior_rank)
+DEFAULT_TOLERANCE = 0.15  # labellers without a share_tolerance setting (prior_rank)
 
 
 def degeneracy(share_u: float, prior: float | None, tolerance: float) -> str | None:
@@ -86,7 +86,7 @@ class PseudoLabeller(ClusterMixin, BaseEstimator):
         self.fallback_ = why
         self.degenerate_ = degeneracy(float(result.labels[member].mean()),
                                       getattr(self, "prior", None),
-                                      getattr(self, "prior_tolerance", DEFAULT_TOLERANCE))
+                                      getattr(self, "share_tolerance", DEFAULT_TOLERANCE))
         self.n_features_in_ = z.shape[1]
         return self
 

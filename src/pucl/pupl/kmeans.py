@@ -15,11 +15,11 @@ class PUPL(PseudoLabeller):
     prior estimate, a split far from it is flagged in degenerate_, never changed)."""
 
     def __init__(self, restarts: int = 50, max_iter: int = 100, prior: float | None = None,
-                 prior_tolerance: float = 0.15, random_state: int | None = 0):
+                 share_tolerance: float = 0.15, random_state: int | None = 0):
         self.restarts = restarts
         self.max_iter = max_iter
         self.prior = prior  # not used to label: only to flag a degenerate split (degenerate_)
-        self.prior_tolerance = prior_tolerance
+        self.share_tolerance = share_tolerance
         self.random_state = random_state
 
     def _label(self, z: np.ndarray, labeled: np.ndarray, in_u: np.ndarray

@@ -33,10 +33,10 @@ from pucl.errors import ParamsError, invalid_settings, unknown_parameter
 from pucl.recipe.settings import (
     ClassifierParams,
     EvaluateParams,
+    MethodSection,
     PretrainParams,
     PriorParams,
     PuplParams,
-    _MethodSection,
     apply_overrides,
     check_method_head,
 )
@@ -105,7 +105,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "classifier": ClassifierParams, "evaluate": EvaluateParams}
 
 
-def entry_settings(section: _MethodSection, name: str, entry: Entry) -> Any:
+def entry_settings(section: MethodSection, name: str, entry: Entry) -> Any:
     """A registry entry's settings from its sub-section of `section` (named `name`)."""
     return entry.settings(section.sub_section(entry.params_key), f"{name}.{entry.params_key}")
 

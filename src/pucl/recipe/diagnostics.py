@@ -21,15 +21,12 @@ from torch import nn
 
 from pucl.classify.neighbours import NeighbourHead
 from pucl.evaluation.metrics import (
-    class_consistency,
     classification_metrics,
-    feature_sparsity,
     knn_accuracy,
     prototype_bias,
 )
 from pucl.models import ContrastiveModel
 from pucl.models.features import augmented_projections, embed, encoder_part, input_features
-from pucl.models.features import raw_projections as projections
 from pucl.recipe.scoring import member_scores
 from pucl.runtime.device import seeded_generator
 
@@ -80,17 +77,13 @@ def oracle_metrics(model: ContrastiveModel, x_train: np.ndarray, y_train: np.nda
 
 
 def representation_metrics(model: ContrastiveModel, images: np.ndarray, labels: np.ndarray,
-                           augment, views: int, nonneg: str, seed: int,
+                           augment, views: int, seed: int,
                            device: torch.device | None = None) -> dict[str, float]:
     """On the embedding map's points: prototype bias under `views` augmentations of each
-    (0: off); with non-negative projections, their sparsity and class consistency."""
+    (0: off)."""
     out = {}
     if views > 0:
         out["prototype_bias"] = prototype_bias(
             augmented_projections(model, images, augment, views, seeded_generator(seed),
                                   device), labels)
-    if nonneg != "none":  # the loss sees relu(h(g(x))) in both modes
-        features = np.maximum(projections(model, images, device), 0.0)
-        out["feature_sparsity"] = feature_sparsity(features)
-        out["class_consistency"] = class_consistency(features, labels)
     return out

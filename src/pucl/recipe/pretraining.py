@@ -42,12 +42,12 @@ def needs_prior(recipe: Recipe) -> bool:
 
 
 def contrastive_loss(recipe: Recipe, prior: float | None) -> nn.Module:
-    """pretrain.loss with its settings (pretrain.<loss>, when it has any), the temperature,
-    the non-negative projection and, for PUNCE and DCL, the class prior."""
+    """pretrain.loss with its settings (pretrain.<loss>, when it has any), the temperature
+    and, for PUNCE and DCL, the class prior."""
     p = recipe.pretrain
     entry = CONTRASTIVE_LOSSES.get(p.loss)
     return entry.build(entry_settings(p, "pretrain", entry), temperature=p.temperature,
-                       nonneg=p.nonneg, pi=prior)
+                       pi=prior)
 
 
 # pretrain settings that say which encoders to train, not how one trains: an encoder's

@@ -17,17 +17,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pucl.errors import ParamsError, unknown_parameter
 
 
-class _Section(BaseModel):
+class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class BaseParams(_Section):
+class BaseParams(Section):
     seed: int = Field(0, ge=0, description="seed of every random choice of the method")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = Field(2, ge=1, description="torch intra-op threads")
 
 
-class SplitParams(_Section):
+class SplitParams(Section):
     n_p: int = Field(1000, ge=1, description="number of labelled positives")
     scenario: Literal["case_control", "single_dataset"] = "case_control"
     prior: float | None = Field(None, gt=0.0, lt=1.0, description="subsample U to this prior")
@@ -36,7 +36,7 @@ class SplitParams(_Section):
     val_fraction: float = Field(0.1, ge=0.0, le=0.5, description="validation share")
 
 
-class _MethodSection(_Section):
+class MethodSection(Section):
     """A section whose method is looked up in a registry. Besides its own fields it holds
     one sub-section per method with that method's settings (`prior.km`, ...); those are
     checked against the registry before anything runs (`pucl.stages.preflight`), not
@@ -45,7 +45,7 @@ class _MethodSection(_Section):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     @model_validator(mode="after")
-    def _extras_are_sub_sections(self) -> _MethodSection:
+    def _extras_are_sub_sections(self) -> MethodSection:
         for key, value in (self.model_extra or {}).items():
             if not isinstance(value, dict):  # a misspelt field, not a method's settings
                 raise ValueError(unknown_parameter(key, type(self).model_fields,
@@ -57,7 +57,7 @@ class _MethodSection(_Section):
         return value if isinstance(value, dict) else {}
 
 
-class PriorParams(_MethodSection):
+class PriorParams(MethodSection):
     # an estimator of pucl.prior.PRIOR_ESTIMATORS (tedn, km2, ...) or a source: given
     # (prior.value) or oracle (the true prior of U, benchmarks only)
     method: str = "tedn"
@@ -70,7 +70,7 @@ class PriorParams(_MethodSection):
         return self
 
 
-class AugmentParams(_Section):
+class AugmentParams(Section):
     degrees: float = Field(10.0, ge=0.0, le=180.0)
     translate: float = Field(0.1, ge=0.0, le=0.5)
     scale_min: float = Field(0.9, gt=0.0)
@@ -84,7 +84,7 @@ class AugmentParams(_Section):
                                 description="probability of masking a feature to its mean")
 
 
-class PretrainParams(_MethodSection):
+class PretrainParams(MethodSection):
     # a method of pucl.pretraining.PRETRAINING_METHODS: contrastive (the loss below, then
     # PUPL + a head downstream); ncpu (paper 001: encoder and classifier trained together,
     # no prior needed; settings in pretrain.ncpu); ssc (paper 003: prototype self-training,
@@ -99,7 +99,6 @@ class PretrainParams(_MethodSection):
     # PUNCE / DCL: the estimate_prior stage's value, the true prior of U (benchmarks
     # only, tagged as oracle), or a number in [0, 1).
     prior: Literal["estimate", "oracle"] | float = "estimate"
-    nonneg: Literal["none", "relu", "rep_relu"] = "none"
     epochs: int = Field(50, ge=1)
     batch_size: int = Field(512, ge=2)
     lr: float = Field(2e-3, gt=0.0)
@@ -124,14 +123,14 @@ class PretrainParams(_MethodSection):
         return v
 
 
-class PuplParams(_MethodSection):
+class PuplParams(MethodSection):
     # a labeller of pucl.pupl.PSEUDO_LABELLERS: auto (the paper's pu_kmeans, unless its
-    # share of positives in U is further than kmeans.prior_tolerance from the prior
+    # share of positives in U is further than kmeans.share_tolerance from the prior
     # estimate; then prior_rank, and the run says so), pu_kmeans or prior_rank
     method: str = "auto"
 
 
-class ClassifierParams(_MethodSection):
+class ClassifierParams(MethodSection):
     # an objective of pucl.classify.objectives.CLASSIFIER_OBJECTIVES: pupl_ce (cross-entropy
     # on the PUPL pseudo-labels, the paper's method); nnpu / upu (the PU risks, eq. 15 / 14,
     # on labelled P vs U; nnpu's settings in classifier.nnpu); naive_ce (U as negative);
@@ -163,7 +162,7 @@ class ClassifierParams(_MethodSection):
         return v
 
 
-class EvaluateParams(_Section):
+class EvaluateParams(Section):
     # Test-time views (pucl.classify.deployable): hflip scores each image and its mirror
     # image and averages the two; the logged classifier does the same. Images only.
     tta: Literal["none", "hflip"] = Field("none", description="views averaged per test row")

@@ -11,7 +11,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "pretrain": ("data", "pretrain"),
     "pupl_label": ("data", "pupl", "validation"),
     "train_classifier": ("data", "classifier", "pretrain.augment"),  # augment: fine-tuning
-    "evaluate": ("data", "evaluate", "validation", "pretrain.augment", "pretrain.nonneg"),
+    "evaluate": ("data", "evaluate", "validation", "pretrain.augment"),
 }
 
 # Stages that need no deterministic torch kernels (numpy / scipy only; estimate_prior

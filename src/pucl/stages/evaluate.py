@@ -106,5 +106,5 @@ def labelled_test(ctx: StageContext, recipe: Recipe, models, members, reads: str
     metrics.update(representation_metrics(
         model, x_test[pick], y_test[pick], make_augment(ctx.params.pretrain.augment,
                                                         x_test.ndim == 2),
-        p.prototype_views, ctx.params.pretrain.nonneg, seed, device))
+        p.prototype_views, seed, device))
     return metrics

@@ -3,7 +3,7 @@
 `pupl.method` names a labeller of PSEUDO_LABELLERS: `pu_kmeans` (the paper's prior-free
 2-means), `prior_rank` (the prior estimate's share of U nearest the labelled positives),
 or `auto` (default): pu_kmeans, unless the share of U it labels positive is further than
-`pupl.kmeans.prior_tolerance` from the prior estimate, in which case its split is not
+`pupl.kmeans.share_tolerance` from the prior estimate, in which case its split is not
 P vs N (F-MNIST-I: 0.91 against 0.28) and prior_rank is used; the summary's `fallback`
 and the tag `pupl_fallback` say so. Whatever the method, final labels that leave a class
 of U empty or stray from the prior estimate are flagged: a warning on stderr, `degenerate`
@@ -40,8 +40,7 @@ def run(ctx: StageContext) -> dict:
     model = load_model(ctx.path("pretrain", "model.pt"))
     device = resolve_device(ctx.params.base.device)
     z = pupl_features(model, data.x_train[train["index"].to_numpy()], device)
-    ctx.validate(lambda: suites.features(z, model.head.net[-1].out_features,
-                                         ctx.params.validation.feature_variance_floor))
+    ctx.validate(lambda: suites.features(z, model.head.net[-1].out_features))
     labeled = train["pu"].to_numpy() == 1
     in_u = train["in_u"].to_numpy()
     prior = ctx.class_prior("estimate")[0]

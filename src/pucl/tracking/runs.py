@@ -16,7 +16,7 @@ PARENT_RUN_ENV = "PUCL_PARENT_RUN_ID"
 TRACKING_ENV = "PUCL_TRACKING"  # "off": no MLflow at all (set once the store failed)
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
     print(f"pucl: {message}", file=sys.stderr)
 
 
@@ -50,7 +50,7 @@ class Run:
         try:
             return getattr(self.client, method)(self.run_id, *args, **kwargs)
         except Exception as exc:  # tracking must never break the pipeline
-            _warn(f"MLflow {what} failed ({first_line(exc)}); continuing")
+            warn(f"MLflow {what} failed ({first_line(exc)}); continuing")
             return None
 
     def log_params(self, params: Mapping[str, Any]) -> None:
@@ -131,7 +131,7 @@ class Run:
                 pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
             )
         except Exception as exc:
-            _warn(f"MLflow log model failed ({first_line(exc)}); continuing")
+            warn(f"MLflow log model failed ({first_line(exc)}); continuing")
             return None
         self.set_tags({"model_id": info.model_id, "model_uri": info.model_uri})
         return info.model_id

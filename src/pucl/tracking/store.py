@@ -15,7 +15,7 @@ from pucl.errors import PuclError, did_you_mean
 from pucl.runtime.environment import quiet_defaults
 from pucl.runtime.interrupts import run_status
 from pucl.tracking.location import standard_tags
-from pucl.tracking.runs import TRACKING_ENV, Run, _warn, first_line, tracking_disabled
+from pucl.tracking.runs import TRACKING_ENV, Run, first_line, tracking_disabled, warn
 
 # Which process holds a run open: "host:pid:start time", so a run whose process is gone
 # can be told from one still running (Store.reap_orphans); ORPHAN_TAG marks what it closed.
@@ -266,7 +266,7 @@ def try_open_store(uri: str, experiment: str, root: Path) -> Store | None:
     try:
         return open_store(uri, experiment, root)
     except Exception as exc:
-        _warn(f"MLflow store {uri} cannot be used ({first_line(exc)}); "
+        warn(f"MLflow store {uri} cannot be used ({first_line(exc)}); "
               "results are written locally only")
         os.environ[TRACKING_ENV] = "off"
         return None
@@ -299,12 +299,12 @@ def run_in(store: Store | None, name: str, root: Path, tags: Mapping[str, Any] |
         try:
             if parent_run_id is None:  # once per command: what killed commands left
                 for run_id in store.reap_orphans():
-                    _warn(f"run {run_id} was left RUNNING by a process that is gone (killed?):"
+                    warn(f"run {run_id} was left RUNNING by a process that is gone (killed?):"
                           " marked KILLED")
             handle = store.start_run(name, {**standard_tags(root), **(tags or {})},
                                      parent_run_id)
         except Exception as exc:
-            _warn(f"MLflow store {store.uri} cannot be used ({first_line(exc)}); "
+            warn(f"MLflow store {store.uri} cannot be used ({first_line(exc)}); "
                   "results are written locally only")
             os.environ[TRACKING_ENV] = "off"
     try:

@@ -20,8 +20,7 @@ REQUIRED_METRICS = ("accuracy", "f1", "precision", "recall", "roc_auc")
 ESTIMATED_METRICS = ("val_est_accuracy", "val_est_auc", "val_est_f1")
 BOUNDED_METRICS = ("accuracy", "accuracy_unsmoothed", "f1", "precision", "recall", "roc_auc",
                    "prior_estimate", "prior_true", "prior_abs_error", "pseudo_label_accuracy",
-                   "knn_accuracy", "knn_accuracy_inputs", "feature_sparsity",
-                   "class_consistency", *ESTIMATED_METRICS)
+                   "knn_accuracy", "knn_accuracy_inputs", *ESTIMATED_METRICS)
 
 
 def _image_rows(x: np.ndarray, y: np.ndarray, split: str) -> pd.DataFrame:
@@ -154,7 +153,13 @@ def pu_split(manifest: pd.DataFrame, summary: dict, train_images: np.ndarray,
     return run_suite("pu_split", frames, checks)
 
 
-def features(z: np.ndarray, expected_dim: int, variance_floor: float) -> SuiteReport:
+# a feature dimension whose variance is below this has collapsed (float32 features of
+# unit-norm projections vary by far more when they carry anything)
+VARIANCE_FLOOR = 1e-8
+
+
+def features(z: np.ndarray, expected_dim: int,
+             variance_floor: float = VARIANCE_FLOOR) -> SuiteReport:
     """Embeddings: finite, the expected dimension, not collapsed (every dimension varies)."""
     z = np.asarray(z, dtype=np.float64)
     finite = np.isfinite(z)
