@@ -85,6 +85,15 @@ def _pu_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
     return learn, epoch
 
 
+def _check_kind(kind: str, has_labels: bool, has_pu_rows: bool) -> None:
+    if kind != "ce" and kind not in PU_RISKS:
+        raise ValueError(f"kind must be 'ce' or one of {PU_RISKS}, got {kind!r}")
+    if kind == "ce" and not has_labels:
+        raise ValueError("kind 'ce' needs labels")
+    if kind != "ce" and not has_pu_rows:
+        raise ValueError(f"kind {kind!r} needs positive, unlabeled and prior")
+
+
 def finetune(
     encoder: nn.Module,
     head: LinearHead,
@@ -107,12 +116,8 @@ def finetune(
     kind "ce": `labels` {0, 1} for every row of `images`. kind "nnpu" / "upu": `positive`
     and `unlabeled` index rows of `images`, with the class `prior`. `generator` is on
     `device`."""
-    if kind != "ce" and kind not in PU_RISKS:
-        raise ValueError(f"kind must be 'ce' or one of {PU_RISKS}, got {kind!r}")
-    if kind == "ce" and labels is None:
-        raise ValueError("kind 'ce' needs labels")
-    if kind != "ce" and (positive is None or unlabeled is None or prior is None):
-        raise ValueError(f"kind {kind!r} needs positive, unlabeled and prior")
+    _check_kind(kind, labels is not None,
+                all(x is not None for x in (positive, unlabeled, prior)))
     images, = on_device(device, generator, images)
     encoder.to(device)
     head.to(device)

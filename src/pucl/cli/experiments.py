@@ -74,17 +74,9 @@ def ablate(
     from pucl.flows.sweep import sweep as sweep_flow
 
     result = run_flow(lambda: sweep_flow(spec=spec.model_dump(), project=str(root)))
-    rows = []
     commit = tracking.git_commit(root)[:12]  # reports/ rows name the commit that measured them
-    for point in result["points"]:
-        metrics, chosen = point["metrics"], point["overrides"]
-        rows.append({"loss": chosen["pretrain.loss"], "n_p": chosen["split.n_p"],
-                     "seed": chosen["base.seed"], "gamma": point["gamma"],
-                     "knn_accuracy": metrics.get("knn_accuracy"),
-                     "pseudo_label_accuracy": metrics.get("pseudo_label_accuracy"),
-                     "accuracy": metrics["accuracy"],
-                     "pretrain_seconds": point["pretrain_seconds"], "commit": commit})
-    markdown, table = ablation_tables(rows, epochs=epochs)
+    markdown, table = ablation_tables([_ablation_row(point, commit)
+                                       for point in result["points"]], epochs=epochs)
     from pucl.io import atomic_path, write_table
 
     target = root / report_dir
@@ -92,6 +84,16 @@ def ablate(
     with atomic_path(target / "ablation.md") as tmp:
         tmp.write_text(markdown)
     out.print(f"wrote {target / 'ablation.md'} and {target / 'ablation.csv'}")
+
+
+def _ablation_row(point: dict, commit: str) -> dict:
+    metrics, chosen = point["metrics"], point["overrides"]
+    return {"loss": chosen["pretrain.loss"], "n_p": chosen["split.n_p"],
+            "seed": chosen["base.seed"], "gamma": point["gamma"],
+            "knn_accuracy": metrics.get("knn_accuracy"),
+            "pseudo_label_accuracy": metrics.get("pseudo_label_accuracy"),
+            "accuracy": metrics["accuracy"], "pretrain_seconds": point["pretrain_seconds"],
+            "commit": commit}
 
 
 RUNNERS = ("processes", "threads", "dask")
@@ -185,25 +187,8 @@ def bench(
 
         _list_presets(root / PRESETS)
         return
-    spec = preset_or_exit(root, preset)
     try:
-        update: dict = {}
-        if set_:
-            from pucl.params.config import anchor_paths, parse_assignments
-
-            given = anchor_paths(parse_assignments(set_), Path.cwd())
-            update["set"] = {**spec.set, **given}
-            # a grid key set on the command line runs that value only
-            update["grid"] = {k: [given[k]] if k in given else v for k, v in spec.grid.items()}
-        if seeds:
-            update["seeds"] = parse_ints(seeds)
-        if variants:
-            from pucl.params.sweeps import select_variants
-
-            spec = select_variants(spec, split_list(variants))
-        from pucl.params.sweeps import parse_sweep
-
-        spec = parse_sweep({**spec.model_dump(), **update}, f"preset {preset}")
+        spec = _narrowed(preset_or_exit(root, preset), preset, seeds, variants, set_)
     except PuclError as exc:
         fail(str(exc), exc.exit_code)
     by = [*(["variant"] if spec.variants else []), *spec.grid]  # a row per variant and point
@@ -223,6 +208,26 @@ def bench(
         for line in choice_lines(grouped, by, list(spec.grid)):
             out.print(line, soft_wrap=True)
         out.print(f"comparison: {Path(result['comparison']).parent}")
+
+
+def _narrowed(spec, preset: str, seeds: str | None, variants: str | None,
+              set_: list[str] | None):
+    """The preset with the command line's seeds, variants and --set (a grid key set this
+    way runs that value only), checked as a sweep file is."""
+    from pucl.params.sweeps import parse_sweep, select_variants
+
+    update: dict = {}
+    if set_:
+        from pucl.params.config import anchor_paths, parse_assignments
+
+        given = anchor_paths(parse_assignments(set_), Path.cwd())
+        update["set"] = {**spec.set, **given}
+        update["grid"] = {k: [given[k]] if k in given else v for k, v in spec.grid.items()}
+    if seeds:
+        update["seeds"] = parse_ints(seeds)
+    if variants:
+        spec = select_variants(spec, split_list(variants))
+    return parse_sweep({**spec.model_dump(), **update}, f"preset {preset}")
 
 
 def _list_presets(directory: Path) -> None:

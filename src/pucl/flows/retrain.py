@@ -280,15 +280,39 @@ def mark_orphans(store: tracking.Store, name: str, logger: Any | None = None) ->
     return marked
 
 
+def _clear_what_kills_left(store: tracking.Store, params: Params, root: Path, logger) -> None:
+    """The runs a killed earlier pass left RUNNING, and the batch files a killed `pucl
+    data add` left unrecorded."""
+    mark_orphans(store, params.tracking.registered_model, logger)
+    if params.data.dataset == "tracked":
+        for file in discard_interrupted_add(root, root / params.paths.dataset):
+            logger.warning("removed %s: written by an interrupted pucl data add, never "
+                           "recorded with DVC", file)
+
+
+def _register_challenger(store: tracking.Store, params: Params, root: Path, result,
+                         tags: dict) -> str:
+    """The model the challenger's evaluate run logged, registered with `tags` and the
+    data it learned from; its version."""
+    evaluated = [r for r in store.children(result.mlflow_run_id)
+                 if r.tags.get("stage") == "evaluate"]
+    model_id = evaluated[0].tags.get("model_id") if evaluated else None
+    if not model_id:
+        raise tracking.StoreUnavailable("the challenger's evaluate run logged no model, so it "
+                                        "cannot be registered; see its MLflow run")
+    return store.register_model(params.tracking.registered_model, model_id,
+                                evaluated[0].run_id, {
+        **tags, "dataset": params.data.dataset, "task": params.data.task,
+        "data.batches": len(batch_files(root / params.paths.dataset))
+        if params.data.dataset == "tracked" else "none",
+        "pipeline_run_id": result.mlflow_run_id})
+
+
 def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
     logger = get_run_logger()
     t = params.tracking
     store = open_registry_store(params, root)
-    mark_orphans(store, t.registered_model, logger)  # what a killed earlier pass left
-    if params.data.dataset == "tracked":  # and what a killed `pucl data add` left
-        for file in discard_interrupted_add(root, root / params.paths.dataset):
-            logger.warning("removed %s: written by an interrupted pucl data add, never "
-                           "recorded with DVC", file)
+    _clear_what_kills_left(store, params, root, logger)
     hold = holdout(params, root)
     sha = holdout_sha256(hold)
     data_name, data_digest, data_source = data_identity(params, root)
@@ -323,21 +347,11 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
                 "holdout_estimated_accuracy")) if champion is not None else None)
             return decision
         decision.pipeline_run_id = result.mlflow_run_id
-        evaluated = [r for r in store.children(result.mlflow_run_id)
-                     if r.tags.get("stage") == "evaluate"]
-        model_id = evaluated[0].tags.get("model_id") if evaluated else None
-        if not model_id:
-            raise tracking.StoreUnavailable("the challenger's evaluate run logged no model, so it "
-                                   "cannot be registered; see its MLflow run")
         decision.prior_estimate = _float(result.metrics.get("prior_estimate"))
-        version = store.register_model(t.registered_model, model_id, evaluated[0].run_id, {
+        decision.challenger_version = _register_challenger(store, params, root, result, {
             "retrain.fingerprint": prints["all"], "holdout_sha256": sha,
-            "dataset": params.data.dataset, "task": params.data.task,
             "data.version": data_digest[:16], "prior_estimate": decision.prior_estimate,
-            "data.batches": len(batch_files(root / params.paths.dataset))
-            if params.data.dataset == "tracked" else "none",
-            "pipeline_run_id": result.mlflow_run_id, "retrain_run_id": run.run_id})
-        decision.challenger_version = version
+            "retrain_run_id": run.run_id})
         challenger = _score_challenger(decision, store, params, hold)
         champion_held = (_against_champion(decision, champion, store, params, root, hold)
                          if champion is not None else None)

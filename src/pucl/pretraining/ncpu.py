@@ -183,6 +183,25 @@ def _initial_state(labeled: torch.Tensor, proj_dim: int, generator: torch.Genera
             "s_prime": targets.clone()}
 
 
+def _checkpoint(network: NcPUNetwork, target: nn.Module, run: dict,
+                sat: SelfAdaptiveThreshold, labeled: torch.Tensor) -> dict:
+    """What an epoch's checkpoint holds: both networks, the running targets and
+    prototypes, the threshold's levels, and U's positive share under the targets."""
+    unlabeled = run["targets"][~labeled, 0]
+    return {"model": network.state_dict(), "target": target.state_dict(), **run,
+            "sat": [sat.global_level, list(sat.class_level)],
+            "positive_fraction_u": float(unlabeled.mean()) if len(unlabeled)
+            else float("nan")}
+
+
+def _restore(saved: dict, network: NcPUNetwork, target: nn.Module, run: dict,
+             sat: SelfAdaptiveThreshold) -> None:
+    network.load_state_dict(saved["model"])
+    target.load_state_dict(saved["target"])
+    run.update({key: saved[key] for key in ("prototypes", "targets", "s_prime")})
+    sat.global_level, sat.class_level = saved["sat"][0], list(saved["sat"][1])
+
+
 def train_ncpu(
     network: NcPUNetwork,
     images: torch.Tensor,
@@ -236,20 +255,9 @@ def train_ncpu(
         momentum_update(target, network.model, settings.ema)
         return loss
 
-    def state() -> dict:
-        unlabeled = run["targets"][~labeled_all, 0]
-        return {"model": network.state_dict(), "target": target.state_dict(), **run,
-                "sat": [sat.global_level, list(sat.class_level)],
-                "positive_fraction_u": float(unlabeled.mean()) if len(unlabeled)
-                else float("nan")}
-
-    def load_state(resume: dict) -> None:
-        network.load_state_dict(resume["model"])
-        target.load_state_dict(resume["target"])
-        run.update({key: resume[key] for key in ("prototypes", "targets", "s_prime")})
-        sat.global_level, sat.class_level = resume["sat"][0], list(resume["sat"][1])
-
-    return loop.run(len(images), batch, generator, step, state, load_state, resume=resume,
+    return loop.run(len(images), batch, generator, step,
+                    lambda: _checkpoint(network, target, run, sat, labeled_all),
+                    lambda saved: _restore(saved, network, target, run, sat), resume=resume,
                     on_epoch=on_epoch, progress=progress,
                     postfix=lambda stats: {"loss": f"{stats.loss:.4f}",
                                            "tau": f"{sat.tau:.3f}"})
