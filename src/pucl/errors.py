@@ -101,3 +101,12 @@ def invalid_settings(exc, model, where: str = "", source: str = "") -> ParamsErr
     else:
         text = f"invalid parameter '{key}' = {error.get('input')!r}: {message}"
     return ParamsError(f"{source}: {text}" if source else text)
+
+
+def look_up(table, name: str, kind: str):
+    """table[name], or a ParamsError naming the unknown `kind` and what is allowed."""
+    try:
+        return table[name]
+    except KeyError:
+        raise ParamsError(f"unknown {kind} '{name}' (allowed: {', '.join(sorted(table))})"
+                          ) from None

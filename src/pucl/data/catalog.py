@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pucl.errors import DataError, ParamsError
+from pucl.errors import DataError, ParamsError, look_up
 
 
 @dataclass(frozen=True)
@@ -71,12 +71,7 @@ def class_name(dataset: str, label: int) -> str:
 
 
 def dataset_spec(name: str) -> DatasetSpec:
-    try:
-        return DATASETS[name]
-    except KeyError:
-        raise ParamsError(
-            f"unknown dataset '{name}' (allowed: {', '.join(sorted(DATASETS))})"
-        ) from None
+    return look_up(DATASETS, name, "dataset")
 
 
 def check_task(dataset: str, task: str) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pucl.errors import ParamsError
+from pucl.errors import look_up
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,4 @@ TASKS: dict[str, Task] = {
 
 
 def get_task(name: str) -> Task:
-    try:
-        return TASKS[name]
-    except KeyError:
-        raise ParamsError(
-            f"unknown task '{name}' (allowed: {', '.join(sorted(TASKS))})"
-        ) from None
+    return look_up(TASKS, name, "task")
