@@ -17,7 +17,9 @@ accuracy any threshold of these scores reaches, an upper bound no PU user can pi
 the prior the head was given: a stand-in for a rule that matches U's share to pi-hat).
 Both read test labels and so only explain a row; they never choose anything.
 
-One CSV row per run, written as it ends; a rerun skips the rows already there.
+One CSV row per run, written as it ends; a rerun skips the rows already there. After
+the runs (or alone, with --summary), `<out>_summary.csv` has one row per preset, variant
+and offset (means over the seeds measured) and `<out>.png` the curves.
 """
 
 from __future__ import annotations
@@ -78,6 +80,41 @@ def read_rows(out: Path) -> pd.DataFrame:
     return pd.read_csv(out, keep_default_na=False, na_values=[""])
 
 
+def summarise(rows: pd.DataFrame, out: Path) -> pd.DataFrame:
+    """Per preset, variant, settings and offset: the mean of each measure over the seeds,
+    with their number; written beside `out`, with the curves as a figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measures = ["accuracy", "roc_auc", "acc_best_cut", "acc_share_cut", "val_est_accuracy",
+                "val_true_accuracy"]
+    table = (rows.groupby(["preset", "variant", "settings", "offset"], sort=True)
+             .agg(n=("seed", "count"), accuracy_std=("accuracy", "std"),
+                  **{m: (m, "mean") for m in measures}).reset_index())
+    with atomic_path(out.with_name(f"{out.stem}_summary.csv")) as tmp:
+        table.to_csv(tmp, index=False, float_format="%.4f")
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=False)
+    for ax, measure, label in zip(axes, ("accuracy", "roc_auc"), ("test accuracy", "test AUC"),
+                                  strict=True):
+        for (preset, variant, settings), group in table.groupby(
+                ["preset", "variant", "settings"]):
+            ax.errorbar(group["offset"], group[measure],
+                        yerr=group["accuracy_std"] if measure == "accuracy" else None,
+                        marker="o", capsize=3, label=f"{preset}: {variant}"
+                        + ("" if settings == "default" else f" ({settings})"))
+        ax.axvline(0.0, color="grey", lw=0.8, ls=":")
+        ax.set_xlabel("prior given to the head minus the true prior")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    from pucl.io import save_figure
+
+    save_figure(out.with_suffix(".png"), fig)
+    return table
+
+
 def main() -> None:
     from pucl.params.presets import load_preset
     from pucl.params.sweeps import variant_overrides
@@ -93,7 +130,12 @@ def main() -> None:
                         default=ROOT / "reports" / "fmnist" / "prior_curve.csv")
     parser.add_argument("--cache", type=Path,
                         default=Path(tempfile.gettempdir()) / "pucl-honest-cache")
+    parser.add_argument("--summary", action="store_true",
+                        help="only rewrite the summary CSV and figure from --out's rows")
     args = parser.parse_args()
+    if args.summary:
+        print(summarise(read_rows(args.out), args.out).to_string(index=False))
+        return
     spec = load_preset(args.preset)
     variant, overrides = variant_overrides(
         spec, spec.default if args.variant == "default" else args.variant)
@@ -120,6 +162,7 @@ def main() -> None:
                       f" share cut {row['acc_share_cut']:.4f}), auc {row['roc_auc']:.4f}, "
                       f"{row['minutes']:.1f} min")
     bar.close()
+    summarise(read_rows(args.out), args.out)
 
 
 if __name__ == "__main__":
