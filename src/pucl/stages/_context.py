@@ -80,6 +80,8 @@ class StageContext:
     def class_prior(self, choice: str | float) -> tuple[float, str]:
         """A prior setting ('estimate', 'oracle' or a number) as (value, source), from
         estimate_prior's report; the source is logged as a tag (oracle is never hidden)."""
+        if not isinstance(choice, str):  # a number needs no report
+            return prior_for(choice, Prior(float(choice), "given"))
         report = self.read_json("prior", PRIOR_REPORT)
         resolved = Prior(float(report["prior"]),
                          "oracle" if report.get("oracle") else report["method"])
