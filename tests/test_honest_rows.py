@@ -5,6 +5,7 @@ reports only seeds that took no part in the choice."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,13 +19,20 @@ def honest(monkeypatch):
 
 
 def row(variant: str, seed: int, role: str, val_est: float, test: float, truth: float,
-        low: float | None = None, high: float | None = None, minutes: float = 10.0) -> dict:
+        low: float | None = None, high: float | None = None, minutes: float = 10.0,
+        commit: str = "abc") -> dict:
     return {"preset": "p", "variant": variant, "settings": "default", "seed": seed,
             "role": role, "val_est_accuracy": val_est,
             "val_est_accuracy_low": val_est - 0.05 if low is None else low,
             "val_est_accuracy_high": val_est + 0.05 if high is None else high,
             "val_true_accuracy": truth, "accuracy": test, "minutes": minutes,
-            "commit": "abc"}
+            "commit": commit}
+
+
+def refit(variant: str, seed: int, test: float, commit: str = "abc") -> dict:
+    """A refit run: no validation part, so no estimate."""
+    nan = float("nan")
+    return {**row(variant, seed, "refit", nan, test, nan, low=nan, high=nan, commit=commit)}
 
 
 def test_the_choice_follows_the_validation_estimate_not_the_test_accuracy(honest):
@@ -53,6 +61,42 @@ def test_the_summary_reports_the_fresh_seeds_of_the_chosen_variant(honest):
     assert (got["n"], got["minutes_per_seed"]) == (2, pytest.approx(10.0))
     assert got["est_abs_miss"] == pytest.approx((0.02 + 0.03 + 0.12) / 3)
     assert got["est_intervals_held"] == "2/3"
+    assert got["model"] == "held_out"
+
+
+def test_refit_rows_are_their_own_headline_and_the_estimate_reads_the_runs_that_have_one(
+        honest):
+    rows = pd.DataFrame([
+        row("a", 0, "choose", 0.90, 0.50, 0.92, commit="c1"),
+        row("b", 0, "choose", 0.80, 0.99, 0.80, commit="c1"),
+        row("a", 3, "report", 0.95, 0.90, 0.92, commit="c1"),
+        refit("a", 3, 0.93, commit="c2"), refit("a", 4, 0.95, commit="c2")])
+    summary = honest.summarise(rows).set_index("model")
+    assert sorted(summary.index) == ["held_out", "refit"]
+    fresh = summary.loc["refit"]
+    assert (fresh["report_seeds"], fresh["n"]) == ("3 4", 2)
+    assert fresh["accuracy"] == pytest.approx(0.94)  # the refit runs, not the report run
+    # the estimate's record: the two runs of a that held the validation part out
+    assert fresh["est_abs_miss"] == pytest.approx((0.02 + 0.03) / 2)
+    assert fresh["est_intervals_held"] == "2/2"
+    # the choice was made at c1, the refit runs at c2; the held-out report only at c1
+    assert (fresh["commit"], summary.loc["held_out", "commit"]) == ("c1 c2", "c1")
+
+
+def test_a_refit_run_is_not_the_run_that_held_the_validation_part_out(honest):
+    rows = pd.DataFrame([row("a", 3, "report", 0.9, 0.9, 0.9)])
+    assert honest.measured(rows, "p", "a", "default", 3)
+    assert not honest.measured(rows, "p", "a", "default", 3, refit=True)
+    rows = pd.DataFrame([refit("a", 3, 0.9)])
+    assert honest.measured(rows, "p", "a", "default", 3, refit=True)
+    assert not honest.measured(rows, "p", "a", "default", 3)
+
+
+def test_the_refit_overrides_hold_no_validation_part_out(honest):
+    from pucl.stages.runner import resolve_params
+
+    params = resolve_params(Path(honest.ROOT), honest.REFIT)
+    assert params.split.val_fraction == 0
 
 
 def test_a_preset_without_reported_seeds_has_no_summary_row(honest):
