@@ -45,6 +45,7 @@ import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
 from pucl.io import atomic_path  # noqa: E402
+from pucl.params.sweeps import REFIT  # noqa: E402  (pucl bench --refit's overrides)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
@@ -52,8 +53,6 @@ from _commit import current_commit  # noqa: E402
 from _pipeline import RunsBar, run_once  # noqa: E402
 
 KEY = ["preset", "variant", "settings", "seed"]
-# the reported model learns from the validation part too once the choice is made
-REFIT = {"split.val_fraction": 0.0}
 REPORTED_MODEL = {"report": "held_out", "refit": "refit"}
 
 

@@ -111,7 +111,7 @@ def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, har
 
     result = CliRunner().invoke(app, ["bench", str(preset), "--seeds", "0", "--variants",
                                       "pucl_pupl,pucl_nnpu", "--set", "pretrain.epochs=1",
-                                      "--runner", "threads"])
+                                      "--runner", "threads", "--refit"])
     assert result.exit_code == 0, result.stderr[-3000:]
     table = pd.read_csv(flows_env["root"] / "data/runs/tiny-bench/comparison.csv")
     assert sorted(table["variant"]) == ["pucl_nnpu", "pucl_pupl"]
@@ -134,6 +134,17 @@ def test_bench_runs_variants_and_prints_them_beside_the_reference(flows_env, har
     nnpu = next(r for r in tagged if r.data.tags["variant"] == "pucl_nnpu")
     assert nnpu.data.params["classifier.objective"] == "nnpu"
     assert {r.data.params["pretrain.epochs"] for r in tagged} == {"1"}  # --set over the preset
+    # --refit: the chosen variant trained again on every labelled positive and all of U
+    again = runs(client, "tags.refit_of = 'tiny-bench' and tags.kind = 'pipeline'")
+    assert [r.data.tags["variant"] for r in again] == [pick]
+    assert again[0].data.params["split.val_fraction"] == "0.0"
+    chose = next(r for r in tagged if r.data.tags["variant"] == pick)
+    assert again[0].data.metrics["n_p"] == (chose.data.metrics["n_p"]
+                                            + chose.data.metrics["val_n_p"])
+    assert "val_est_accuracy" not in again[0].data.metrics
+    refitted = pd.read_csv(flows_env["root"] / "data/runs/tiny-bench-refit/comparison.csv")
+    assert (f"refit on every labelled positive and all of U (variant={pick}): test accuracy "
+            f"{100 * refitted['accuracy'].iloc[0]:.1f}") in result.stdout
 
 
 def test_sweep_on_an_existing_dask_cluster(flows_env, harness):

@@ -10,7 +10,7 @@ import pytest
 
 from pucl.errors import ParamsError
 from pucl.params.config import parse_assignments, parse_params
-from pucl.params.sweeps import expand, parse_sweep, variant_overrides
+from pucl.params.sweeps import expand, parse_sweep, refit_spec, variant_overrides
 from pucl.recipe.settings import apply_overrides
 from pucl.reporting.tables import comparison_table, runs_frame, varying_params
 
@@ -242,3 +242,31 @@ def test_the_choice_reads_the_validation_estimate_never_the_test():
     blind = grouped.assign(val_est_accuracy=np.nan)
     assert not chosen(blind).any() and choice_lines(blind, ["variant"]) == []
     assert "chosen" not in bench_table(blind, lambda row: None).columns
+
+
+def test_a_refit_trains_the_chosen_variant_at_its_point_without_a_validation_part():
+    spec = parse_sweep({
+        "name": "b", "seeds": [3, 4], "grid": {"split.n_p": [100, 300]},
+        "set": {"pretrain.epochs": 2, "split.val_fraction": 0.2},
+        "variants": {"a": {"classifier.objective": "nnpu", "split.val_fraction": 0.3},
+                     "c": {}},
+        "reference": {"a": {"n_p=100": 90.0, "n_p=300": 91.0}, "c": 80.0}, "default": "c"})
+    # the caller read the point back from a table: a numpy integer, not the spec's int
+    again = refit_spec(spec, "a", {"split.n_p": np.int64(300)})
+    assert (again.name, again.refit_of, again.seeds) == ("b-refit-300", "b", [3, 4])
+    assert again.grid == {"split.n_p": [300]} and type(again.grid["split.n_p"][0]) is int
+    assert list(again.variants) == ["a"] and list(again.reference) == ["a"]
+    points = expand(again)
+    assert [p.seed for p in points] == [3, 4]
+    for point in points:  # the variant's own validation share gives way too
+        assert point.overrides["split.val_fraction"] == 0.0
+        assert point.overrides["split.n_p"] == 300
+        assert point.overrides["classifier.objective"] == "nnpu"
+        assert point.overrides["pretrain.epochs"] == 2
+
+
+def test_a_refit_of_a_sweep_without_variants_sets_it_for_every_point():
+    spec = parse_sweep({"name": "g", "seeds": [0], "set": {"split.val_fraction": 0.1}})
+    again = refit_spec(spec, None, {})
+    assert again.name == "g-refit" and again.variants == {}
+    assert [p.overrides["split.val_fraction"] for p in expand(again)] == [0.0]

@@ -138,7 +138,8 @@ def stop_workers_on_exit(marker: Path) -> Iterator[None]:
       retry_condition_fn=retry_if_transient, cache_policy=NO_CACHE)
 def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], root: str,
               sweep_name: str, sweep_run_id: str | None, tracking_uri: str,
-              variant: str | None = None, stop_marker: str | None = None) -> dict[str, Any]:
+              variant: str | None = None, stop_marker: str | None = None,
+              refit_of: str | None = None) -> dict[str, Any]:
     """One grid point: the whole pipeline in its own directory, nested under the sweep.
     It may run on another machine's Dask worker: project and store come as arguments."""
     exit_with_parent(stop_marker)  # a worker must not outlive a killed or stopped sweep
@@ -148,7 +149,8 @@ def run_point(point_name: str, overrides: dict[str, Any], raw: dict[str, Any], r
     project = project_dir(root)
     params = resolve_params(project, overrides, raw)
     workdir = run_directory(project, params, f"{sweep_name}/{safe_name(point_name)}")
-    tags = {"sweep": sweep_name, **({"variant": variant} if variant else {})}
+    tags = {"sweep": sweep_name, **({"variant": variant} if variant else {}),
+            **({"refit_of": refit_of} if refit_of else {})}
     progress = PointProgress(workdir / PROGRESS_FILE)  # read by the sweep's flow
     try:
         with listening(progress):
@@ -172,7 +174,8 @@ def sweep(spec: dict[str, Any], project: str | None = None,
     uri = tracking.resolve_tracking_uri(base.tracking.uri, root)
     out_dir = run_directory(root, base, sweep_spec.name)
     tags = {"kind": "sweep", "sweep": sweep_spec.name, "points": len(points),
-            "dataset": base.data.dataset, "task": base.data.task}
+            "dataset": base.data.dataset, "task": base.data.task,
+            **({"refit_of": sweep_spec.refit_of} if sweep_spec.refit_of else {})}
     with tracking.tracked_run(f"sweep:{sweep_spec.name}", base.tracking.experiment, uri,
                               root, tags) as parent:
         parent.log_params({"sweep.name": sweep_spec.name, "sweep.seeds": sweep_spec.seeds,
@@ -187,7 +190,7 @@ def sweep(spec: dict[str, Any], project: str | None = None,
         with stop_workers_on_exit(marker):
             futures = submit_points(points, root, raw, lambda p: run_point.submit(
                 p.name, p.overrides, raw, str(root), sweep_spec.name, parent.run_id, uri,
-                p.variant, str(marker)), watch=watch.poll)
+                p.variant, str(marker), sweep_spec.refit_of), watch=watch.poll)
             wait_watching(futures, watch)
         results, failed = [], []
         for point, future in zip(points, futures, strict=True):

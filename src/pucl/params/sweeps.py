@@ -53,6 +53,8 @@ class SweepSpec(BaseModel):
     # the variant a preset recommends (its best measured): `pucl run --preset NAME` runs it,
     # `pucl bench NAME --variants default` benchmarks it
     default: str | None = None
+    # set by `pucl bench --refit`: the sweep whose choice this one trains again (refit_spec)
+    refit_of: str | None = None
 
     @field_validator("name")
     @classmethod
@@ -158,6 +160,30 @@ def select_variants(spec: SweepSpec, wanted: list[str]) -> SweepSpec:
         "variants": {k: v for k, v in spec.variants.items() if k in wanted},
         "reference": {k: v for k, v in spec.reference.items() if k in wanted},
         "default": spec.default if spec.default in wanted else None})
+
+
+# Once a variant is chosen on the validation part, the model worth reporting learns from
+# that part too (as GridSearchCV(refit=True) refits on all the data)
+REFIT = {"split.val_fraction": 0.0}
+
+
+def refit_spec(spec: SweepSpec, variant: str | None, values: dict[str, Any]) -> SweepSpec:
+    """The sweep that trains `variant` (None: the spec has none) again at one grid point
+    (`values`, {grid key: value}) on every labelled positive and all of U, on the same
+    seeds: REFIT over the variant's own settings, so no variant keeps a validation part."""
+    point = {key: next(v for v in spec.grid[key] if _label(v) == _label(values[key]))
+             for key in spec.grid}  # the spec's own values, whatever type the caller read
+    suffix = "".join(f"-{_label(v)}" for v in point.values())
+    label, numbers = point_label(spec, point), spec.reference.get(str(variant))
+    if isinstance(numbers, dict):  # only the point's own published number is left
+        numbers = {label: numbers[label]} if label in numbers else None
+    return parse_sweep({
+        **spec.model_dump(), "name": f"{spec.name}-refit{suffix}",
+        "grid": {key: [value] for key, value in point.items()},
+        "set": spec.set if variant else {**spec.set, **REFIT},
+        "variants": {variant: {**spec.variants[variant], **REFIT}} if variant else {},
+        "reference": {variant: numbers} if variant and numbers is not None else {},
+        "default": None, "refit_of": spec.name}, f"refit of {spec.name}")
 
 
 def load_sweep(path: str | Path) -> SweepSpec:
