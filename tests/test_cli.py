@@ -24,6 +24,39 @@ def test_help_lists_commands(project):
         assert command in result.stdout
 
 
+def cli_texts():
+    """(command path, text) of every help text of pucl's commands and their options."""
+    import typer
+
+    from pucl.cli import app
+
+    def walk(command, path):
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, f"{path} {name}")
+        yield path, command.help or ""
+        for param in command.params:
+            yield f"{path} {param.name}", getattr(param, "help", None) or ""
+
+    return list(walk(typer.main.get_command(app), "pucl"))
+
+
+def test_no_help_text_loses_words_to_the_markdown_renderer():
+    """The help is rendered as markdown, which drops an <html-like> word outside
+    backticks without a trace (`run --help` once showed its default name as run---s)."""
+    import re
+
+    texts = cli_texts()
+    assert any(path == "pucl run name" for path, _ in texts)  # the walk reaches options
+    lost = [(path, text) for path, text in texts
+            if re.search(r"<[A-Za-z]", re.sub(r"`[^`]*`", "", text))]
+    assert lost == []
+
+
+def test_run_help_shows_the_default_run_name(project):
+    result = pucl(project, "run", "--help")
+    assert result.returncode == 0 and "run-TIME-LOSS-sSEED" in result.stdout
+
+
 def test_bad_params_refused_before_dvc_touches_outputs(project):
     marker = project / "data/evaluate/metrics.json"
     marker.parent.mkdir(parents=True)
@@ -208,3 +241,28 @@ def test_each_project_serves_its_own_deployment(tmp_path):
     assert deployment_name(a) != deployment_name(b)
     assert deployment_name(tmp_path / "link") == deployment_name(a)  # one project, one name
     assert deployment_name(a).startswith("pucl-") and len(deployment_name(a)) == len("pucl-") + 8
+
+
+@pytest.mark.parametrize("venv_on_path", [True, False])
+def test_the_closing_hint_names_a_pucl_that_runs_as_printed(monkeypatch, tmp_path,
+                                                            venv_on_path):
+    """After `make run` the virtual environment is not activated: the hint then names
+    the script inside it, relative to where the user stands."""
+    import os
+    import shlex
+    from pathlib import Path
+
+    from pucl.cli._common import score_hint
+
+    bin_dir = Path(sys.executable).parent
+    monkeypatch.setenv("PATH", os.pathsep.join(
+        [str(bin_dir)] * venv_on_path + ["/usr/bin", "/bin"]))
+    monkeypatch.chdir(ROOT)
+    hint = score_hint(ROOT / "data" / "runs" / "r1")
+    command = hint.split(": ", 1)[1]
+    assert command.endswith("--model data/runs/r1")
+    program = shlex.split(command)[0]
+    assert (program == "pucl") == venv_on_path
+    shown = subprocess.run([program, "predict", "--help"], capture_output=True, text=True,
+                           cwd=ROOT, env={**os.environ}, check=False)
+    assert shown.returncode == 0 and "--model" in shown.stdout

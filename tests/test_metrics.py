@@ -33,3 +33,32 @@ def test_class_names_follow_the_datasets_labels():
     assert class_name("cifar10", 1) == "automobile" and class_name("stl10", 2) == "car"
     assert class_name("mnist5k", 7) == "7"  # digits are their own names
     assert class_name("stl10u", -1) == "-1"  # STL-10's unlabeled images
+
+
+def test_the_final_table_reads_results_then_estimates_then_diagnostics():
+    from pucl.reporting.tables import metric_sections
+
+    metrics = {"val_true_accuracy": 0.9, "kmeans_potential": 12.5, "accuracy": 0.95,
+               "val_est_accuracy": 0.93, "val_est_accuracy_low": 0.9,
+               "val_est_accuracy_high": 0.96, "roc_auc": 0.99, "prior_estimate": 0.31,
+               "n_test": 100, "val_est_f1": 0.8}  # no interval for f1
+    sections = metric_sections(metrics)
+    assert [title for title, _ in sections] == ["test results", "from P and U alone",
+                                                "diagnostics"]
+    rows = dict(sections)
+    assert rows["test results"] == [("accuracy", "0.9500"), ("roc_auc", "0.9900")]
+    assert rows["from P and U alone"] == [("val_est_accuracy", "0.9300 [0.900, 0.960]"),
+                                          ("val_est_f1", "0.8000"),
+                                          ("prior_estimate", "0.3100")]
+    assert rows["diagnostics"] == [("kmeans_potential", "12.5000"), ("n_test", "100"),
+                                   ("val_true_accuracy", "0.9000")]
+    # every entry once: the intervals live beside their estimate
+    names = [n for _, part in sections for n, _ in part]
+    assert sorted(names + ["val_est_accuracy_low", "val_est_accuracy_high"]) == sorted(metrics)
+
+
+def test_a_run_without_labels_or_estimates_shows_only_what_it_has():
+    from pucl.reporting.tables import metric_sections
+
+    assert metric_sections({"prior_estimate": 0.4}) == [
+        ("from P and U alone", [("prior_estimate", "0.4000")])]

@@ -4,6 +4,7 @@ validated --set overrides, tables, and running a flow against one Prefect API.""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,12 +64,16 @@ def fail_on_full_disk() -> Iterator[None]:
 def metrics_table(path: Path) -> Table | None:
     if not path.exists():
         return None
-    metrics = json.loads(path.read_text())
-    table = Table(title=f"test metrics and diagnostics: {path.name}")
+    from pucl.reporting.tables import metric_sections
+
+    table = Table(title=f"results, estimates and diagnostics: {path.name}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for key, value in metrics.items():
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
+    for title, rows in metric_sections(json.loads(path.read_text())):
+        table.add_section()
+        table.add_row(f"[bold]{title}[/bold]", "")
+        for key, value in rows:
+            table.add_row(key, value)
     return table
 
 
@@ -170,13 +175,33 @@ def frame_table(frame, title: str) -> Table:
     return table
 
 
+def _shown(path: Path) -> str:
+    """`path` as the user would type it here: relative to the working directory if below it."""
+    for here, there in ((Path.cwd().absolute(), Path(path).absolute()),  # a venv's python
+                        (Path.cwd().resolve(), Path(path).resolve())):  # is a symlink
+        if there.is_relative_to(here):
+            return str(there.relative_to(here)) or "."
+    return str(path)
+
+
+def pucl_command() -> str:
+    """How to call this pucl from the user's shell: `pucl` when that is what PATH finds,
+    else the script beside this interpreter (a virtual environment not activated, as
+    after `make run`), else `python -m pucl.cli`."""
+    beside = Path(sys.executable).parent / "pucl"
+    found = shutil.which("pucl")
+    if found and beside.exists() and Path(found).resolve() == beside.resolve():
+        return "pucl"
+    if beside.exists():
+        return _shown(beside)
+    return f"{_shown(Path(sys.executable).absolute())} -m pucl.cli"
+
+
 def score_hint(directory: Path) -> str:
-    """How to score new inputs with the classifier a run wrote under `directory`."""
-    try:
-        shown = str(Path(directory).resolve().relative_to(Path.cwd().resolve())) or "."
-    except ValueError:
-        shown = str(directory)
-    return f"score new inputs with it: pucl predict NEW.npz --out scores.csv --model {shown}"
+    """How to score new inputs with the classifier a run wrote under `directory`, as a
+    command that runs as printed."""
+    return (f"score new inputs with it: {pucl_command()} predict NEW.npz --out scores.csv "
+            f"--model {_shown(directory)}")
 
 
 def split_list(text: str | None) -> list[str]:

@@ -158,7 +158,7 @@ def check(assignments: SetOption = None, preset: PresetOption = None,
 def run_cmd(
     set_: SetOption = None,
     name: Annotated[str | None, typer.Option(
-        help="run name (default: run-<time>-<loss>-s<seed>)")] = None,
+        help="run name (default: run-TIME-LOSS-sSEED)")] = None,
     progress: Annotated[bool, typer.Option(help="progress bars")] = True,
     preset: PresetOption = None,
     variant: VariantOption = None,

@@ -20,6 +20,10 @@ CHOICE_METRIC = "val_est_accuracy"
 KEY_METRICS = (CHOICE_METRIC, "accuracy", "f1", "roc_auc", "prior_abs_error",
                "pseudo_label_accuracy", "knn_accuracy", "knn_accuracy_trunk",
                "knn_accuracy_inputs", "prototype_bias")
+# metrics.json as a reader takes it in (metric_sections): the labelled test results, then
+# what P and U alone say, then every other entry as a diagnostic
+RESULT_METRICS = ("accuracy", "f1", "roc_auc", "precision", "recall")
+ESTIMATE_METRICS = (CHOICE_METRIC, "val_est_f1", "val_est_auc", "prior_estimate")
 DERIVED = ("prior_source", "minutes_per_seed")  # runs_frame's columns read from params / times
 # Params that change how a run executes, not what it computes.
 EXECUTION_PARAMS = ("base.device", "base.threads", "tracking.uri", "tracking.experiment")
@@ -206,6 +210,29 @@ def bench_table(grouped: pd.DataFrame,
         row["n"] = int(rec["n"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def metric_sections(metrics: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(section, [(name, value as text)]) in reading order: `test results` (RESULT_METRICS),
+    `from P and U alone` (ESTIMATE_METRICS, each with its interval `[low, high]` beside
+    it), then `diagnostics`: every other entry by name. Each entry appears once; an empty
+    section is left out."""
+    def text(value: Any) -> str:
+        return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+    estimates = []
+    for name in ESTIMATE_METRICS:
+        if name in metrics:
+            low, high = metrics.get(f"{name}_low"), metrics.get(f"{name}_high")
+            interval = f" [{low:.3f}, {high:.3f}]" if low is not None and high is not None else ""
+            estimates.append((name, text(metrics[name]) + interval))
+    shown = {*RESULT_METRICS, *(n for name, _ in estimates
+                                for n in (name, f"{name}_low", f"{name}_high"))}
+    sections = [("test results", [(n, text(metrics[n])) for n in RESULT_METRICS if n in metrics]),
+                ("from P and U alone", estimates),
+                ("diagnostics", [(n, text(v)) for n, v in sorted(metrics.items())
+                                 if n not in shown])]
+    return [(title, rows) for title, rows in sections if rows]
 
 
 def format_cell(value: Any) -> str:
