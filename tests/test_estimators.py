@@ -124,6 +124,38 @@ def test_a_saved_estimator_loads_whole_and_pucl_predict_scores_with_it(tmp_path)
     np.testing.assert_allclose(scores, fitted.predict_proba(x[:40])[:, 1], rtol=1e-6)
 
 
+def test_the_estimator_says_how_good_it_is_from_p_and_u_alone(tmp_path):
+    """validation_fraction holds rows out of training and estimates accuracy, F1 and AUC
+    from them as the pipeline does; `estimate` does the same on rows held out by hand.
+    Against the truth of fresh rows, whose true labels the estimate never reads."""
+    x, _, s = tabular_pu(1200, seed=3)
+    clf = PUClassifier(validation_fraction=0.2, **FAST).fit(x, s)
+    got = clf.estimates_
+    # the pipeline's draw: 20% of the labelled positives, 20% of the other rows, and
+    # under case_control every held-out row is in the held-out U
+    assert got["val_n_p"] == round(0.2 * s.sum())
+    assert got["val_n_u"] == got["val_n_p"] + round(0.2 * (s == 0).sum())
+    for name in ("accuracy", "f1", "auc"):
+        assert got[f"val_est_{name}_low"] <= got[f"val_est_{name}"] <= got[
+            f"val_est_{name}_high"]
+    x_new, y_new, s_new = tabular_pu(2000, seed=4)
+    fresh = clf.estimate(x_new, s_new)
+    truth = (clf.predict(x_new) == y_new).mean()  # U is every row under case_control
+    assert abs(fresh["val_est_accuracy"] - truth) < 0.04
+    assert fresh["val_est_accuracy_low"] <= truth <= fresh["val_est_accuracy_high"]
+    assert abs(got["val_est_accuracy"] - truth) < 0.06  # 240 held-out rows, not 2,000
+    # the held-out rows took no part: a fit without them on the same rows differs
+    plain = PUClassifier(**FAST).fit(x, s)
+    assert not hasattr(plain, "estimates_")
+    assert not np.array_equal(plain.predict_proba(x_new), clf.predict_proba(x_new))
+    clf.save(tmp_path / "clf.pt")
+    assert PUClassifier.load(tmp_path / "clf.pt").estimates_ == got
+    with pytest.raises(ValueError, match="needs at least 20 labelled positives"):
+        clf.estimate(x_new[:30], s_new[:30])
+    with pytest.raises(ValueError, match=r"each one of the labels fit saw \(\[0, 1\]\)"):
+        clf.estimate(x_new, s_new + 1)
+
+
 def test_a_file_that_is_not_a_saved_estimator_is_refused_in_one_line(tmp_path):
     import torch
 
@@ -227,6 +259,10 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
                        "km2, tedn, tice"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
+    ({"validation_fraction": 0.7}, "validation_fraction must be in \\[0, 0.5\\], got 0.7"),
+    ({"validation_fraction": 0.1}, "validation_fraction = 0.1 holds out \\d+ labelled "
+                                   "positives and \\d+ unlabeled rows; a validation estimate "
+                                   "needs at least 20 of each \\(allowed: 0"),
     ({"neighbours": -1}, "invalid parameter 'classifier.neighbours' = -1"),
     ({"members": 0}, "invalid parameter 'pretrain.members' = 0"),
     ({"shift": 5}, "invalid parameter 'evaluate.tta_shift' = 5"),

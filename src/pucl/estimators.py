@@ -28,8 +28,14 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from pucl.artifacts.models import build_model, describe_model
 from pucl.classify.heads import describe, rebuild
 from pucl.data.inputs import as_model_input
-from pucl.data.split import unlabeled_rows
+from pucl.data.split import (
+    MIN_VALIDATION_ROWS,
+    given_pu_split,
+    unlabeled_rows,
+    validation_rows,
+)
 from pucl.errors import DataError, ParamsError
+from pucl.evaluation.label_free import validation_metrics
 from pucl.io import jsonable, read_torch, write_torch
 from pucl.recipe import Recipe
 from pucl.recipe.scoring import member_scores, view_features
@@ -100,6 +106,12 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     settings : dict, default=None
         Any other setting, dotted as in params.yaml: {"prior.heldout.folds": 5,
         "pupl.method": "pu_kmeans", "classifier.nnpu.beta": 0.1}.
+    validation_fraction : float, default=0.0
+        Share of the labelled positives and of the other rows that `fit` sets aside,
+        seeded, to estimate the model's accuracy, F1 and AUC from P and U alone
+        (`estimates_`); no training step sees them. The pipeline's split.val_fraction,
+        0.1 there; 0 here, so that by default the model learns from every row given.
+        A part with fewer than 20 labelled positives or unlabeled rows is refused.
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0
@@ -119,6 +131,12 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     model_, head_ : the first member's.
     pseudo_labels_ : ndarray
         PUPL's labels of the training rows, when the objective reads them.
+    estimates_ : dict
+        With validation_fraction > 0: the label-free estimates of the held-out rows, named
+        as in the pipeline's metrics.json: `val_est_accuracy`, `val_est_f1`, `val_est_auc`,
+        each with `_low` / `_high` (an interval that also covers a prior off by
+        evaluate.prior_error), and the held-out counts `val_n_p`, `val_n_u`
+        (docs/evaluation.md). `estimate(X, y)` gives the same for rows held out by hand.
     """
 
     def __init__(self, prior: str | float = _PRIOR.method, loss: str = _PRETRAIN.loss,
@@ -135,7 +153,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  neighbours: int = _CLASSIFIER.neighbours, mirror: bool = _EVALUATE.tta == "hflip",
                  shift: int = _EVALUATE.tta_shift, members: int = _PRETRAIN.members,
                  scenario: str = SplitParams().scenario, settings: dict | None = None,
-                 threshold: float = 0.5, random_state: int = BaseParams().seed,
+                 validation_fraction: float = 0.0, threshold: float = 0.5,
+                 random_state: int = BaseParams().seed,
                  device: str = BaseParams().device, progress: bool = False):
         self.prior = prior
         self.loss = loss
@@ -160,6 +179,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.members = members
         self.scenario = scenario
         self.settings = settings
+        self.validation_fraction = validation_fraction
         self.threshold = threshold
         self.random_state = random_state
         self.device = device
@@ -246,6 +266,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         if self.scenario not in ("case_control", "single_dataset"):
             raise ValueError(f"scenario must be case_control or single_dataset, got "
                              f"{self.scenario!r}")
+        if not 0.0 <= self.validation_fraction <= 0.5:
+            raise ValueError(f"validation_fraction must be in [0, 0.5], got "
+                             f"{self.validation_fraction}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
         if not isinstance(self.prior, str) and not 0.0 < float(self.prior) < 1.0:
@@ -311,21 +334,59 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"neighbours = {recipe.classifier.neighbours} exceeds the "
                              f"{len(x)} training rows (allowed: 0 to {len(x)})")
         labelled = s == 1
-        fitted = fit_sequence(recipe, x, labelled, unlabeled_rows(labelled, self.scenario),
+        try:  # the pipeline's own draw: exact counts, a part too small refused in one line
+            held = validation_rows(given_pu_split(labelled, self.scenario),
+                                   self.validation_fraction,
+                                   np.random.default_rng(recipe.seed), "validation_fraction")
+        except DataError as exc:
+            raise ValueError(str(exc)) from None
+        train = ~held
+        fitted = fit_sequence(recipe, x[train], labelled[train],
+                              unlabeled_rows(labelled[train], self.scenario),
                               resolve_device(self.device), self.progress)
         self.prior_ = fitted.prior.value
         if fitted.pseudo_labels is not None:
             self.pseudo_labels_ = fitted.pseudo_labels
         self.recipe_, self.members_ = recipe, fitted.members
         self.model_, self.head_ = self.members_[0]
+        if held.any():
+            self.estimates_ = self._estimates(self._scores(x[held]), s[held])
         return self
+
+    def estimate(self, X: Any, y: Any) -> dict[str, float]:
+        """Label-free estimates of this model's accuracy, F1 and AUC on PU rows it did not
+        learn from (X, and y = their PU labels as in `fit`), with intervals: the entries of
+        `estimates_` (docs/evaluation.md). No true label of an unlabeled row is read."""
+        check_is_fitted(self, "head_")
+        x = self._inputs(X, reset=False)
+        y = column_or_1d(y)
+        if len(y) != len(x) or not np.isin(y, self.classes_).all():
+            raise ValueError(f"y must hold one PU label per row of X ({len(x)}), each one of "
+                             f"the labels fit saw ({self.classes_.tolist()})")
+        return self._estimates(self._scores(x), (y == self.classes_[1]).astype(np.int64))
+
+    def _estimates(self, scores: np.ndarray, s: np.ndarray) -> dict[str, float]:
+        labelled = s == 1
+        in_u = unlabeled_rows(labelled, self.scenario)
+        if min(labelled.sum(), in_u.sum()) < MIN_VALIDATION_ROWS:
+            raise ValueError(f"a label-free estimate needs at least {MIN_VALIDATION_ROWS} "
+                             f"labelled positives and {MIN_VALIDATION_ROWS} unlabeled rows, "
+                             f"got {int(labelled.sum())} and {int(in_u.sum())}")
+        found = validation_metrics(scores[labelled], scores[in_u], float(self.prior_),
+                                   self.recipe_.evaluate.prior_error, seed=self.recipe_.seed)
+        return {key: float(value) for key, value in found.items()
+                if key.startswith(("val_est_", "val_n_"))}
 
     # -- prediction ----------------------------------------------------------------------
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """[P(y = 0 | x), P(y = 1 | x)] per row, averaged over encoders and views."""
         check_is_fitted(self, "head_")
-        x = self._inputs(X, reset=False)
+        positive = self._scores(self._inputs(X, reset=False))
+        return np.column_stack([1.0 - positive, positive])
+
+    def _scores(self, x: np.ndarray) -> np.ndarray:
+        """P(y = 1 | x) of checked inputs, averaged over encoders and views."""
         # the test-time views are the current mirror and shift (set_params after fit works)
         recipe = replace(self.recipe_, evaluate=self.recipe_.evaluate.model_copy(update={
             "tta": "hflip" if self.mirror else "none", "tta_shift": self.shift}))
@@ -333,8 +394,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         device = resolve_device(self.device)
         features = view_features(recipe, members, x, recipe.classifier.features, device)
         scores = member_scores([head for _, head in members], features, device)
-        positive = scores.mean(axis=(0, 1)).astype(np.float64)
-        return np.column_stack([1.0 - positive, positive])
+        return scores.mean(axis=(0, 1)).astype(np.float64)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """log P(y = 1 | x) - log P(y = 0 | x): positive where the head leans positive."""
@@ -363,7 +423,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             "members": [{"model": describe_model(model), "head": describe(head)}
                         for model, head in self.members_],
             "pseudo_labels": (torch.as_tensor(self.pseudo_labels_)
-                              if hasattr(self, "pseudo_labels_") else None)})
+                              if hasattr(self, "pseudo_labels_") else None),
+            "estimates": getattr(self, "estimates_", None)})
 
     @classmethod
     def load(cls, path: str | Path) -> PUClassifier:
@@ -406,4 +467,6 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         estimator.model_, estimator.head_ = estimator.members_[0]
         if state["pseudo_labels"] is not None:
             estimator.pseudo_labels_ = state["pseudo_labels"].numpy()
+        if state.get("estimates") is not None:  # files saved before estimates_ have none
+            estimator.estimates_ = dict(state["estimates"])
         return estimator

@@ -148,9 +148,9 @@ def validation_counts(n_labelled: int, n_other: int, fraction: float, labelled_i
 
 
 def check_validation_counts(n_labelled: int, n_other: int, fraction: float,
-                            labelled_in_u: bool) -> None:
+                            labelled_in_u: bool, setting: str = "split.val_fraction") -> None:
     """Refuse a validation part with fewer than MIN_VALIDATION_ROWS labelled positives or
-    members of U, naming its counts and the smallest share that would do."""
+    members of U, naming its counts and the smallest share (of `setting`) that would do."""
     if fraction <= 0:
         return
     n_p, n_u = validation_counts(n_labelled, n_other, fraction, labelled_in_u)
@@ -159,15 +159,17 @@ def check_validation_counts(n_labelled: int, n_other: int, fraction: float,
     u_rows = n_other + (n_labelled if labelled_in_u else 0)
     needed = max((MIN_VALIDATION_ROWS - 0.5) / max(n, 1) for n in (n_labelled, u_rows))
     smallest = np.ceil(needed * 100) / 100
-    allowed = (f"a val_fraction of at least {smallest:g} here, or 0 for no validation part"
+    short = setting.rsplit(".", 1)[-1]
+    allowed = (f"a {short} of at least {smallest:g} here, or 0 for no validation part"
                if smallest <= 0.5 else "0: this split has too few rows for a validation part")
     raise DataError(
-        f"split.val_fraction = {fraction} holds out {n_p} labelled positives and {n_u} "
+        f"{setting} = {fraction} holds out {n_p} labelled positives and {n_u} "
         f"unlabeled rows; a validation estimate needs at least {MIN_VALIDATION_ROWS} of "
         f"each (allowed: {allowed})")
 
 
-def validation_rows(split: PUSplit, fraction: float, rng: np.random.Generator) -> np.ndarray:
+def validation_rows(split: PUSplit, fraction: float, rng: np.random.Generator,
+                    setting: str = "split.val_fraction") -> np.ndarray:
     """bool [n_train]: the used rows set aside for validation, `fraction` of the labelled
     positives and `fraction` of the other used rows (each rounded), drawn apart so that
     both counts are exact. Under case_control the held-out labelled positives stay members
@@ -178,7 +180,7 @@ def validation_rows(split: PUSplit, fraction: float, rng: np.random.Generator) -
         return held
     others = split.used & ~split.labeled
     check_validation_counts(int(split.labeled.sum()), int(others.sum()), fraction,
-                            bool((split.in_u & split.labeled).any()))
+                            bool((split.in_u & split.labeled).any()), setting)
     for stratum in (split.labeled, others):
         rows = np.flatnonzero(stratum)
         held[rng.choice(rows, size=int(round(fraction * len(rows))), replace=False)] = True
