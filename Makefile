@@ -14,7 +14,8 @@ setup: $(STAMP)
 # pause outlasts a longer outage. Downloads already finished come from pip's cache.
 PIP          = $(VENV)/bin/python -m pip
 UPGRADE_PIP  = $(PIP) install --quiet --retries 10 --upgrade "pip>=25.1"
-INSTALL_DEPS = $(PIP) install --quiet --retries 10 --resume-retries 20 -c constraints.txt -e '.[dev,bench]'
+# pip's own lines stay on, so a first install of several minutes shows what it fetches
+INSTALL_DEPS = $(PIP) install --retries 10 --resume-retries 20 -c constraints.txt -e '.[dev,bench]'
 retrying     = for pause in 30 90 270 none; do $(1) && break; \
                test $$pause != none || { echo "install failed 4 times; giving up" >&2; exit 1; }; \
                echo "install failed; retrying in $$pause s" >&2; sleep $$pause; done
@@ -30,6 +31,7 @@ $(STAMP): pyproject.toml constraints.txt
 	exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(call retrying,$(UPGRADE_PIP))
+	@echo "make: installing pucl and its dependencies into $(VENV) (about 6.6 GB the first time: minutes)"
 	$(call retrying,$(INSTALL_DEPS))
 	touch $(STAMP)
 

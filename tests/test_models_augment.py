@@ -160,3 +160,19 @@ def test_scoring_views_come_one_at_a_time_and_feature_rows_are_refused_at_once()
     assert all(view.dtype == np.uint8 for view in rest)
     with pytest.raises(ValueError, match="need images"):  # before any view is asked for
         scoring_views(np.zeros((4, 5), np.float32), True, 0)
+
+
+@pytest.mark.parametrize("shape, expected", [
+    ((10,), "mlp"), ((1, 28, 28), "lenet5"), ((1, 24, 24), "lenet5"), ((1, 20, 64), "lenet5"),
+    ((1, 32, 32), "lenet5"), ((1, 19, 28), "cnn7"), ((1, 96, 96), "cnn7"),
+    ((3, 28, 28), "cnn7"), ((3, 32, 32), "cnn7")])
+def test_auto_takes_lenet5_for_small_greyscale_images_of_any_size(shape, expected):
+    """24 x 24 greyscale images once got cnn7, several times slower on a CPU; lenet5
+    needs 20 pixels a side and takes colour images only when asked."""
+    from pucl.recipe.pretraining import resolve_encoder
+
+    name = resolve_encoder("auto", shape)
+    assert name == expected
+    if len(shape) == 3:  # the encoder auto names can be built for that shape
+        assert make_encoder(name, shape)(torch.zeros(2, *shape)).shape[0] == 2
+    assert resolve_encoder("cnn7", (1, 28, 28)) == "cnn7"  # a named encoder is kept

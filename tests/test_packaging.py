@@ -59,3 +59,13 @@ def test_nothing_points_outside_the_repository():
                  if outside.search((ROOT / f).read_text(errors="replace"))
                  and f != "tests/test_packaging.py"]
     assert offenders == []
+
+
+def test_the_install_shows_what_it_fetches():
+    """A first `make run` installs for minutes: pip's lines stay on, after a line that
+    says what is coming (a newcomer once watched a silent terminal)."""
+    out = subprocess.run(["make", "-n", "-B", "setup"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    install = next(line for line in out.splitlines() if "-e '.[dev,bench]'" in line)
+    assert "--quiet" not in install and " -q " not in install
+    assert "installing pucl and its dependencies" in out

@@ -117,3 +117,39 @@ def test_a_moving_point_logs_at_most_once_per_interval_but_counts_at_once(tmp_pa
     watch.poll(futures)
     assert lines == ["0/2 points done, 1 running, 1 queued: s0 (pretrain)",
                      "1/2 points done, 0 running, 1 queued"]
+
+
+def test_a_loop_projected_to_run_long_says_so_once_after_its_first_epoch(monkeypatch):
+    import pytest
+    import torch
+
+    import pucl.pretraining.loop as loop
+
+    monkeypatch.setattr(loop, "SLOW_MINUTES", -1.0)  # every loop counts as long here
+    layer = torch.nn.Linear(2, 1)
+    training = loop.TrainingLoop(layer.parameters(), epochs=3, lr=0.01, weight_decay=0.0,
+                                 modules=(layer,))
+
+    def step(epoch, idx):
+        return training.backward_step(layer(torch.ones(len(idx), 2)).sum())
+
+    with pytest.warns(loop.SlowRunWarning, match="the 2 epochs left will take about") as seen:
+        training.run(8, 4, torch.Generator().manual_seed(0), step, dict, lambda state: None,
+                     progress=False)
+    assert len([w for w in seen if w.category is loop.SlowRunWarning]) == 1
+
+
+def test_the_projection_is_the_first_epochs_pace_times_the_epochs_left():
+    import warnings
+
+    import pytest
+
+    from pucl.pretraining.loop import EpochStats, SlowRunWarning, warn_if_slow
+
+    first = EpochStats(1, 0.5, 0.01, seconds=30.0, images_per_s=65.0)
+    with pytest.warns(SlowRunWarning, match=r"30 s \(65 images/s\), so the 40 epochs left "
+                                            r"will take about 20 minutes"):
+        warn_if_slow("pretrain", first, 40)  # 30 s x 40 = 20 minutes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_if_slow("pretrain", first, 19)  # 9.5 minutes: under the bar, nothing said

@@ -85,8 +85,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     loss, encoder, epochs, batch_size, lr, weight_decay, temperature, proj_dim,
     proj_hidden, members
         Pretraining (pretrain.*): the contrastive objective, the encoder (auto: mlp for
-        feature rows, lenet5 for 28 x 28 images, cnn7 for other images), its schedule,
-        and the number of encoders (seeds random_state, +1, ...) whose scores are averaged.
+        feature rows, lenet5 for greyscale images of 20 to 64 px a side, cnn7 for
+        others), its schedule, and the number of encoders (seeds random_state, +1, ...)
+        whose scores are averaged.
     augment : dict, default=None
         Changes to the pretraining augmentations (pretrain.augment), e.g. {"hflip": 0.5}
         for clothes or natural images.
@@ -118,6 +119,11 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         Seeds every random choice (base.seed).
     device : str, default="auto"
         auto | cpu | cuda (base.device).
+    progress : bool, default=True
+        Progress bars (tqdm) for the prior, each encoder's pretraining and the heads, as
+        the command line shows them; False: quiet. A pretraining whose first epoch says
+        it will run over 10 minutes warns with its projection either way
+        (pucl.pretraining.loop.SlowRunWarning).
 
     Attributes
     ----------
@@ -155,7 +161,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  scenario: str = SplitParams().scenario, settings: dict | None = None,
                  validation_fraction: float = 0.0, threshold: float = 0.5,
                  random_state: int = BaseParams().seed,
-                 device: str = BaseParams().device, progress: bool = False):
+                 device: str = BaseParams().device, progress: bool = True):
         self.prior = prior
         self.loss = loss
         self.encoder = encoder

@@ -14,6 +14,7 @@ epoch's losses are summed there and read back once per epoch.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
@@ -40,6 +41,26 @@ class EpochStats:
     def outcome(self) -> dict:
         """What the epoch computed, without its clock times."""
         return {"epoch": self.epoch, "loss": self.loss, "lr": self.lr}
+
+
+class SlowRunWarning(UserWarning):
+    """A training loop that will run for long on this device: said after its first epoch."""
+
+
+SLOW_MINUTES = 10.0  # a loop projected to run longer than this is announced
+
+
+def warn_if_slow(desc: str, first: EpochStats, epochs_left: int) -> None:
+    """Say, after the first epoch, when the epochs left would take over SLOW_MINUTES at
+    its pace, with the projection and what makes it faster."""
+    minutes = first.seconds * epochs_left / 60
+    if minutes > SLOW_MINUTES:
+        warnings.warn(SlowRunWarning(
+            f"{desc}: the first epoch took {first.seconds:.0f} s ({first.images_per_s:.0f} "
+            f"images/s), so the {epochs_left} epochs left will take about {minutes:.0f} "
+            "minutes on this device; fewer epochs, a smaller encoder (pretrain.encoder: "
+            "lenet5 for small greyscale images, mlp for feature rows) or a GPU is faster"),
+            stacklevel=2)
 
 
 def full_batch_size(n: int, batch_size: int) -> int:
@@ -114,6 +135,8 @@ class TrainingLoop:
             seconds = time.perf_counter() - t0
             stats = EpochStats(epoch + 1, loss, lr, seconds, 2 * steps * batch / seconds)
             history.append(stats)
+            if epoch == start_epoch:
+                warn_if_slow(self.desc, stats, self.epochs - epoch - 1)
             bar.set_postfix(postfix(stats) if postfix else
                             {"loss": f"{stats.loss:.4f}", "img_s": f"{stats.images_per_s:.0f}"})
             if on_epoch is not None:

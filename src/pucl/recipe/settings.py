@@ -91,7 +91,8 @@ class PretrainParams(MethodSection):
     # its prototypes are the classifier; settings in pretrain.ssc)
     method: str = "contrastive"
     # an encoder of pucl.models.ENCODERS (`pucl methods` lists them), or auto: mlp for
-    # feature rows, lenet5 for 28 x 28 images, cnn7 for other images (pucl.recipe)
+    # feature rows, lenet5 for greyscale images of 20 to 64 px a side, cnn7 for others
+    # (pucl.recipe.pretraining.resolve_encoder)
     encoder: str = "auto"
     # a loss of pucl.losses.CONTRASTIVE_LOSSES (sscl, scl_pu, mcl, pucl, punce, dcl, ...)
     loss: str = "pucl"
