@@ -6,6 +6,7 @@ The sweep flow's tests are in test_sweep_flows.py, so the two run on separate wo
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -37,9 +38,29 @@ def executions(flows_env, harness):
     # a copy as the repro left it, for test_repro_is_idempotent_and_selective
     repro_copy = root.parent / "repro-copy"
     shutil.copytree(root, repro_copy)
-    summary = pipeline(run_name="flow-run", project=str(root), progress=False,
-                       tags={"preset": "tiny", "variant": "plain"})
-    return {"flow": summary, "first_repro": first, "repro_copy": repro_copy}
+    flow_logs, lines = logging.getLogger("prefect.flow_runs"), []  # Prefect's: not propagated
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    flow_logs.addHandler(handler)
+    try:
+        summary = pipeline(run_name="flow-run", project=str(root), progress=False,
+                           tags={"preset": "tiny", "variant": "plain"})
+    finally:
+        flow_logs.removeHandler(handler)
+    return {"flow": summary, "first_repro": first, "repro_copy": repro_copy,
+            "flow_log": lines}
+
+
+def test_the_flows_log_ends_with_what_the_run_gave_and_where_it_is(executions):
+    """On a worker the flow's log is often all there is to read."""
+    summary = executions["flow"]
+    metrics = summary["metrics"]
+    (line,) = [m for m in executions["flow_log"] if m.startswith("run flow-run: ")]
+    assert line.startswith(f"run flow-run: accuracy {metrics['accuracy']:.4f}")
+    assert (f"val_est_accuracy {metrics['val_est_accuracy']:.4f} "
+            f"[{metrics['val_est_accuracy_low']:.3f}") in line
+    assert f"outputs in {summary['workdir']}; MLflow run {summary['mlflow_run_id']}" in line
+    assert "val_true" not in line  # diagnostics stay in the table and MLflow
 
 
 def test_pipeline_flow_gives_the_metrics_of_dvc_repro(flows_env, executions):

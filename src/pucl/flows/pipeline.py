@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from pucl.flows._tasks import prefect_stage_call, project_dir
+from pucl.reporting.tables import headline
 from pucl.stages.runner import (
     default_run_name,
     resolve_params,
@@ -43,4 +44,8 @@ def pipeline(overrides: dict[str, Any] | None = None, run_name: str | None = Non
                           tags={"prefect_flow_run_id": _flow_run_id(), **(tags or {})},
                           progress=progress,
                           entry="prefect", stage_call=prefect_stage_call)
+    # a worker's log is often all its user reads: what the run gave and where it is
+    get_run_logger().info(
+        f"run {name}: {headline(result.metrics)}; outputs in {result.workdir}"
+        + (f"; MLflow run {result.mlflow_run_id}" if result.mlflow_run_id else ""))
     return result.summary()

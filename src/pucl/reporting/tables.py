@@ -235,6 +235,14 @@ def metric_sections(metrics: dict[str, Any]) -> list[tuple[str, list[tuple[str, 
     return [(title, rows) for title, rows in sections if rows]
 
 
+def headline(metrics: dict[str, Any]) -> str:
+    """One line of what a run achieved: its test results and its estimates from P and U
+    (metric_sections' first two parts), for a log that has no room for the table."""
+    parts = [f"{name} {value}" for title, rows in metric_sections(metrics)
+             if title != "diagnostics" for name, value in rows]
+    return ", ".join(parts) or "no metrics"
+
+
 def format_cell(value: Any) -> str:
     if isinstance(value, (float, np.floating)):
         return "nan" if not np.isfinite(value) else f"{value:.4f}"
