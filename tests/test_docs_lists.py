@@ -107,3 +107,59 @@ def test_no_internal_issue_numbers_in_what_users_read():
     found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in pages
              for m in re.finditer(r"(?i)\bissue #?\d+", p.read_text())]
     assert not found, found
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(page, command) for every `pucl ...` line of a shell block in README.md and docs/
+    (a trailing `# comment` and a leading VAR=value dropped; `\\` continuations joined)."""
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        blocks = re.findall(r"```(?:bash|sh|shell|console)\n(.*?)```", page.read_text(),
+                            flags=re.S)
+        for block in blocks:
+            for line in block.replace("\\\n", " ").splitlines():
+                line = re.sub(r"\s+#.*$", "", line.strip()).removeprefix("$ ")
+                line = re.sub(r"^(\w+=\S+\s+)+", "", line)
+                if line.startswith("pucl "):
+                    found.append((page.name, line.split(" && ")[0].split(" | ")[0]))
+    return found
+
+
+def parse_command(line: str) -> str | None:
+    """None when pucl's CLI parses `line` (nothing runs), else why it refuses it. Typer
+    carries its own copy of click, so commands and errors are told apart by behaviour."""
+    import shlex
+
+    import typer
+
+    from pucl.cli import app
+
+    root = typer.main.get_command(app)
+    args, command, name = shlex.split(line)[1:], root, "pucl"
+    try:
+        while hasattr(command, "list_commands") and args and not args[0].startswith("-"):
+            name, args = args[0], args[1:]
+            command = command.get_command(root.context_class(root), name)
+            if command is None:
+                return f"no command {name!r}"
+        command.make_context(name, list(args)).close()
+    except Exception as exc:
+        if type(exc).__name__ == "Exit":  # --help and the like
+            return None
+        if hasattr(exc, "format_message"):
+            return exc.format_message()
+        raise
+    return None
+
+
+def test_every_pucl_command_in_the_docs_is_one_the_cli_accepts():
+    """Each documented command names a real command with options it has, parsed by the
+    CLI itself (nothing runs); a renamed option or command fails here, not for a reader."""
+    commands = documented_commands()
+    assert len(commands) > 15  # the extraction finds the docs' commands
+    # the parse refuses what it should
+    assert "No such option: --rowz" in parse_command("pucl data init --rowz 5")
+    assert parse_command("pucl datum init") == "no command 'datum'"
+    refused = [f"{page}: {line}: {why}" for page, line in commands
+               if (why := parse_command(line)) is not None]
+    assert refused == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,7 +24,14 @@ import pytest
 from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
-from tests.conftest import make_project, new_store, prefect_server, python_path, tiny_params
+from tests.conftest import (
+    ROOT,
+    make_project,
+    new_store,
+    prefect_server,
+    python_path,
+    tiny_params,
+)
 from tests.helpers import dvc
 
 pytestmark = pytest.mark.filterwarnings("ignore")
@@ -90,6 +98,11 @@ def test_1_init_exports_the_embedded_data_as_a_dvc_version(cycle):
     assert 0.4 < first["y"].mean() < 0.6
     assert dvc(root, "status", "data/dataset/batches.dvc").stdout.strip().endswith(
         "up to date.")
+    # docs/production.md's step 1 stages exactly what init wrote (it once named a
+    # .gitignore that DVC does not write here, and so staged nothing)
+    docs = (ROOT / "docs/production.md").read_text()
+    staged = re.search(r"^git add (.+?) &&", docs, flags=re.M).group(1).split()
+    assert all(list(root.glob(pattern)) for pattern in staged), staged
     pucl("data", "init", code=2)  # never replaces what is there
     # a labelled holdout has no frozen prior to estimate again: one line, nothing changed
     before = (root / "data/dataset/holdout.npz").read_bytes()
