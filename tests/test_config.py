@@ -74,3 +74,53 @@ def test_flatten_for_mlflow():
 def test_yaml_round_trip():
     dumped = yaml.safe_dump(Params().model_dump())
     assert parse_params(yaml.safe_load(dumped)) == Params()
+
+
+def test_writing_settings_changes_those_values_and_keeps_every_other_line(tmp_path):
+    from pucl.params.editing import write_settings
+
+    path = tmp_path / "params.yaml"
+    original = (ROOT / "params.yaml").read_text()
+    path.write_text(original)
+    wanted = {"data.dataset": "tracked", "data.task": "given", "split.val_fraction": 0.15,
+              "split.n_p": 1000}  # n_p holds 1000 already: not a change
+    changed = write_settings(path, wanted, parse_params)
+    assert changed == {"data.dataset": ("mnist5k", "tracked"), "data.task": ("mnist-i", "given"),
+                       "split.val_fraction": (0.1, 0.15)}
+    # an independent reading: the YAML as before with those three values changed
+    expected = yaml.safe_load(original)
+    expected["data"].update(dataset="tracked", task="given")
+    expected["split"]["val_fraction"] = 0.15
+    assert yaml.safe_load(path.read_text()) == expected
+    before, after = original.splitlines(), path.read_text().splitlines()
+    assert len(before) == len(after)
+    edited = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+    assert len(edited) == 3
+    for old, new in edited:  # the comment stays, in its column where there is room
+        assert "#" in old and old[old.index("#"):] == new[new.index("#"):]
+        assert old.index("#") == new.index("#")
+    assert write_settings(path, wanted, parse_params) == {}  # already so: untouched
+
+
+def test_a_setting_that_does_not_validate_leaves_the_file_as_it_was(tmp_path):
+    from pucl.params.editing import write_settings
+
+    path = tmp_path / "params.yaml"
+    path.write_text((ROOT / "params.yaml").read_text())
+    before = path.read_bytes()
+    with pytest.raises(ParamsError, match="val_fraction"):
+        write_settings(path, {"split.val_fraction": 0.9}, parse_params)
+    with pytest.raises(ParamsError, match="no section 'nosuch'"):
+        write_settings(path, {"nosuch.key": 1}, parse_params)
+    assert path.read_bytes() == before
+
+
+def test_a_key_the_section_lacks_is_added_to_it(tmp_path):
+    from pucl.params.editing import write_settings
+
+    path = tmp_path / "params.yaml"
+    path.write_text("data:\n  task: given   # a comment\nsplit:\n  n_p: 10\n")
+    assert write_settings(path, {"split.val_fraction": 0.2}, lambda raw: None) == {
+        "split.val_fraction": (None, 0.2)}
+    assert path.read_text() == ("data:\n  task: given   # a comment\nsplit:\n"
+                                "  val_fraction: 0.2\n  n_p: 10\n")

@@ -67,7 +67,7 @@ def commands() -> set[str]:
 
 def test_the_readme_tour_and_the_architecture_name_every_command():
     cells = " ".join(line.split("|")[1] for line in table_rows("README.md", "command").values())
-    tour = {re.match(r"pucl ([a-z]+(?: (?:init|add|status|reestimate-prior))?)", cell).group(1)
+    tour = {re.match(r"pucl ([a-z]+(?: (?:init|use|add|status|reestimate-prior))?)", cell).group(1)
             for cell in quoted(cells) if re.match(r"pucl [a-z]+", cell)}
     assert commands() <= tour, sorted(commands() - tour)
     line = next(line for line in (ROOT / "docs/architecture.md").read_text().splitlines()

@@ -149,3 +149,52 @@ def test_a_cycle_with_p_and_u_alone(tmp_path):
         pucl("predict", str(tmp_path / "new.npz"), "--out", str(tmp_path / "s.csv"),
              "--model", f"{MODEL}@champion")
         assert (tmp_path / "s.csv").read_text().count("\n") == 21
+
+
+def smallest_share(n_labelled: int, n_other: int) -> float:
+    """By brute force: the smallest share in hundredths whose validation part holds 20
+    labelled positives and 20 members of U (case_control: U is every row)."""
+    for hundredths in range(1, 51):
+        f = hundredths / 100
+        n_p, n_rest = round(f * n_labelled), round(f * n_other)
+        if n_p >= 20 and n_p + n_rest >= 20:
+            return f
+    raise AssertionError("no share")
+
+
+def test_init_says_what_retraining_needs_and_data_use_writes_it(tmp_path):
+    """A newcomer's case: 200 labelled positives, 1,500 of 2,000 rows tracked. The 10%
+    validation part of a retrain would hold out 15 of the first batch's labelled
+    positives; init says so, and `pucl data use` writes what retraining needs into
+    params.yaml, so no retrain needs a --set."""
+    params = tiny_params(prior={"method": "given", "value": 0.5})
+    data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
+    rng = np.random.default_rng(1)
+    rows = rng.choice(len(data.y_train), 2000, replace=False)
+    x, y = data.x_train[rows], (data.y_train[rows] % 2 == 0).astype(np.int64)
+    pu = np.zeros(len(x), np.int64)
+    pu[rng.choice(np.flatnonzero(y == 1), 200, replace=False)] = 1
+    with pytest.MonkeyPatch.context() as mp:
+        root = make_project(tmp_path / "proj", params)
+        np.savez(root / "pu.npz", x=x, pu=pu)
+        mp.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
+        mp.setenv("PUCL_ROOT", str(root))
+        mp.chdir(root)
+        pucl("data", "use", code=2)  # nothing tracked yet: refused, params untouched
+        result = pucl("data", "init", "pu.npz", "--rows", "1500", "--rest", "arriving.npz")
+        first = np.load(root / "data/dataset/batches/00000.npz")["pu"]
+        n_labelled = int(first.sum())
+        needed = smallest_share(n_labelled, len(first) - n_labelled)
+        assert needed > 0.1
+        assert (f"split.val_fraction = 0.1 leaves a retrain on these 1500 rows ({n_labelled} "
+                f"labelled positive) too small a validation part") in result.stderr
+        assert f"`pucl data use` sets it to {needed:g}" in result.stderr
+        # before: a retrain's params are refused, as the newcomer saw
+        refused = pucl("check", "--set", "data.dataset=tracked", "--set", "data.task=given",
+                       code=2)
+        assert "split.val_fraction = 0.1 holds out" in refused.stderr
+        used = pucl("data", "use")
+        assert f"params.yaml: split.val_fraction: 0.1 -> {needed:g}" in used.output
+        assert "params.yaml: data.dataset: mnist5k -> tracked" in used.output
+        assert "params.yaml is valid" in pucl("check").output  # no --set needed now
+        assert "already trains on the tracked dataset" in pucl("data", "use").output

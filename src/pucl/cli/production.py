@@ -102,7 +102,61 @@ def data_init(
               f"({kind}); version {version.digest[:12]} (DVC {version.dvc_md5})")
     if rest_path is not None and remaining is not None:
         out.print(f"the other {len(remaining.x)} rows: {rest_path} (pucl data add {rest})")
-    out.print("train on it with data.dataset: tracked (params.yaml or --set)")
+    _advise_use(params, first.pu, holdout.pu is None)
+
+
+# What params.yaml needs to train on the tracked dataset (`pucl data use` writes it)
+TRACKED = {"data.dataset": "tracked", "data.task": "given"}
+
+
+def _advise_use(params, pu, labelled_holdout: bool) -> None:
+    """After init: the command that points params.yaml at the dataset, and a warning when
+    retraining on these rows needs another split.val_fraction than params' own."""
+    from pucl.production import datastore
+
+    try:
+        fraction = datastore.validation_fraction_for(params, pu, labelled_holdout)
+    except PuclError as exc:
+        err.print(f"pucl: warning: {exc}", soft_wrap=True)
+        return
+    if fraction != params.split.val_fraction:
+        err.print(f"pucl: warning: split.val_fraction = {params.split.val_fraction} leaves a "
+                  f"retrain on these {len(pu)} rows ({int(pu.sum())} labelled positive) too "
+                  f"small a validation part (at least 20 labelled positives and 20 "
+                  f"unlabeled rows); `pucl data use` sets it to {fraction:g}", soft_wrap=True)
+    out.print("train on it: `pucl data use` points params.yaml at it (data.dataset: tracked, "
+              "data.task: given, a split.val_fraction its rows support)", soft_wrap=True)
+
+
+@data_app.command("use")
+def data_use(set_: SetOption = None) -> None:
+    """Point params.yaml at the tracked dataset: data.dataset tracked, data.task given,
+    and a split.val_fraction whose validation part its training rows can fill (at least
+    20 labelled positives and 20 unlabeled rows), so that every later retrain runs
+    without --set. Only those values change; comments and every other line stay."""
+    import numpy as np
+
+    from pucl.data.tracked import batch_files, is_initialised, read_batch, read_holdout
+    from pucl.params.config import parse_params
+    from pucl.params.editing import write_settings
+    from pucl.production import datastore
+
+    root, params, directory = _dataset(set_)
+    if not is_initialised(directory):
+        fail(f"the tracked dataset {directory} holds no data yet (run: pucl data init "
+             "[SOURCE])", 2)
+    try:
+        pu = np.concatenate([read_batch(file).pu for file in batch_files(directory)])
+        fraction = datastore.validation_fraction_for(params, pu,
+                                                     read_holdout(directory).labelled)
+        changed = write_settings(root / "params.yaml",
+                                 {**TRACKED, "split.val_fraction": fraction}, parse_params)
+    except PuclError as exc:
+        fail(str(exc), exc.exit_code)
+    for key, (old, new) in changed.items():
+        out.print(f"params.yaml: {key}: {old} -> {new}")
+    if not changed:
+        out.print("params.yaml already trains on the tracked dataset")
 
 
 @data_app.command("reestimate-prior")

@@ -147,6 +147,15 @@ def validation_counts(n_labelled: int, n_other: int, fraction: float, labelled_i
     return n_p, n_rest + (n_p if labelled_in_u else 0)
 
 
+def smallest_validation_fraction(n_labelled: int, n_other: int, labelled_in_u: bool) -> float:
+    """The smallest share, in hundredths, whose validation part holds MIN_VALIDATION_ROWS
+    labelled positives and members of U (each count rounded as validation_rows rounds
+    it); above 0.5 when no allowed share will do."""
+    u_rows = n_other + (n_labelled if labelled_in_u else 0)
+    needed = max((MIN_VALIDATION_ROWS - 0.5) / max(n, 1) for n in (n_labelled, u_rows))
+    return float(np.ceil(needed * 100) / 100)
+
+
 def check_validation_counts(n_labelled: int, n_other: int, fraction: float,
                             labelled_in_u: bool, setting: str = "split.val_fraction") -> None:
     """Refuse a validation part with fewer than MIN_VALIDATION_ROWS labelled positives or
@@ -156,9 +165,7 @@ def check_validation_counts(n_labelled: int, n_other: int, fraction: float,
     n_p, n_u = validation_counts(n_labelled, n_other, fraction, labelled_in_u)
     if min(n_p, n_u) >= MIN_VALIDATION_ROWS:
         return
-    u_rows = n_other + (n_labelled if labelled_in_u else 0)
-    needed = max((MIN_VALIDATION_ROWS - 0.5) / max(n, 1) for n in (n_labelled, u_rows))
-    smallest = np.ceil(needed * 100) / 100
+    smallest = smallest_validation_fraction(n_labelled, n_other, labelled_in_u)
     short = setting.rsplit(".", 1)[-1]
     allowed = (f"a {short} of at least {smallest:g} here, or 0 for no validation part"
                if smallest <= 0.5 else "0: this split has too few rows for a validation part")

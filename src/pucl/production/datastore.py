@@ -22,7 +22,14 @@ import numpy as np
 
 from pucl.data import get_task, load_dataset
 from pucl.data.own import image_files, read_images, read_npz
-from pucl.data.split import given_pu_split, make_pu_split, unlabeled_rows, validation_rows
+from pucl.data.split import (
+    check_validation_counts,
+    given_pu_split,
+    make_pu_split,
+    smallest_validation_fraction,
+    unlabeled_rows,
+    validation_rows,
+)
 from pucl.data.tracked import (
     BATCHES,
     HOLDOUT,
@@ -271,6 +278,32 @@ def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
     held = validation_rows(split, fraction, np.random.default_rng(params.base.seed))
     train = Batch(batch.x[~held], batch.pu[~held], batch.y[~held])
     return train, Holdout(batch.x[held], batch.y[held], batch.pu[held])
+
+
+def validation_fraction_for(params: Params, pu: np.ndarray, labelled_holdout: bool) -> float:
+    """The split.val_fraction that retraining on training rows with these PU labels can
+    run with: params' own where its validation part holds enough rows (0 too, with a
+    labelled holdout to score on), else the smallest share that does. A DataError when
+    no share up to 0.5 does."""
+    fraction = params.split.val_fraction
+    labelled = int(np.asarray(pu).sum())
+    other, in_u = len(pu) - labelled, params.split.scenario == "case_control"
+    if fraction == 0 and labelled_holdout:
+        return 0.0
+    try:
+        check_validation_counts(labelled, other, fraction, in_u)
+        if fraction > 0:
+            return fraction
+    except DataError:
+        pass
+    smallest = smallest_validation_fraction(labelled, other, in_u)
+    if smallest > 0.5:
+        raise DataError(f"the tracked training rows hold {labelled} labelled positives and "
+                        f"{other} other rows: too few for a validation part of at most half "
+                        "of them (allowed: more labelled positives"
+                        + (", or split.val_fraction: 0 with this labelled holdout)"
+                           if labelled_holdout else ")"))
+    return max(smallest, fraction)
 
 
 def freeze_prior(params: Params, holdout: Holdout, first: Batch) -> Holdout:
