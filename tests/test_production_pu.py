@@ -41,6 +41,17 @@ def data_run(client: MlflowClient, batch: str):
     return found[0]
 
 
+def pu_digits(n_labelled: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x, y, pu): 2,000 MNIST-5k digits (y: even), `n_labelled` even ones labelled."""
+    data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(len(data.y_train), 2000, replace=False)
+    x, y = data.x_train[rows], (data.y_train[rows] % 2 == 0).astype(np.int64)
+    pu = np.zeros(len(x), np.int64)
+    pu[rng.choice(np.flatnonzero(y == 1), n_labelled, replace=False)] = 1
+    return x, y, pu
+
+
 def naive_estimate(scores: np.ndarray, pu: np.ndarray, prior: float) -> float:
     """Accuracy on U's distribution = 1 - pi - r + 2 pi TPR (U: every row, case_control)."""
     tpr = float((scores[pu == 1] >= 0.5).mean())
@@ -56,12 +67,7 @@ def test_a_cycle_with_p_and_u_alone(tmp_path):
     params = tiny_params(data={"dataset": "tracked", "task": "given"},
                          prior={"heldout": {"restarts": 3}})
     # P and U alone: 2,000 digits, 400 even ones labelled; the labels stay in this test
-    data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
-    rng = np.random.default_rng(0)
-    rows = rng.choice(len(data.y_train), 2000, replace=False)
-    x, y = data.x_train[rows], (data.y_train[rows] % 2 == 0).astype(np.int64)
-    pu = np.zeros(len(x), np.int64)
-    pu[rng.choice(np.flatnonzero(y == 1), 400, replace=False)] = 1
+    x, y, pu = pu_digits(400, seed=0)
     with pytest.MonkeyPatch.context() as mp, prefect_server():
         root = make_project(tmp_path / "proj", params)
         np.savez(root / "pu.npz", x=x, pu=pu)
@@ -168,12 +174,7 @@ def test_init_says_what_retraining_needs_and_data_use_writes_it(tmp_path):
     positives; init says so, and `pucl data use` writes what retraining needs into
     params.yaml, so no retrain needs a --set."""
     params = tiny_params(prior={"method": "given", "value": 0.5})
-    data = load_dataset("mnist5k", test_fraction=0.2, seed=0)
-    rng = np.random.default_rng(1)
-    rows = rng.choice(len(data.y_train), 2000, replace=False)
-    x, y = data.x_train[rows], (data.y_train[rows] % 2 == 0).astype(np.int64)
-    pu = np.zeros(len(x), np.int64)
-    pu[rng.choice(np.flatnonzero(y == 1), 200, replace=False)] = 1
+    x, _, pu = pu_digits(200, seed=1)
     with pytest.MonkeyPatch.context() as mp:
         root = make_project(tmp_path / "proj", params)
         np.savez(root / "pu.npz", x=x, pu=pu)

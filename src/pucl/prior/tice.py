@@ -101,14 +101,9 @@ class TIcE(PriorEstimator):
     def __init__(self, folds: int = 2, pca_dim: int = 50, max_per_side: int = 4000,
                  max_leaves: int = 64, min_leaf: int = 25, delta: float = 0.2,
                  passes: int = 2, random_state: int | None = 0):
-        self.folds = folds
-        self.pca_dim = pca_dim
-        self.max_per_side = max_per_side
-        self.max_leaves = max_leaves
-        self.min_leaf = min_leaf
-        self.delta = delta
-        self.passes = passes
-        self.random_state = random_state
+        self.folds, self.pca_dim, self.max_per_side = folds, pca_dim, max_per_side
+        self.max_leaves, self.min_leaf, self.delta = max_leaves, min_leaf, delta
+        self.passes, self.random_state = passes, random_state
 
     @property
     def min_samples(self) -> int:  # per side: a leaf's worth of rows in every fold
