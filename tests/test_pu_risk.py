@@ -132,3 +132,61 @@ def test_each_pu_risk_beats_naive_ce_on_separable_data():
     # U-as-negative labels every positive of U negative: it can only find the majority.
     assert scores["naive_ce"] < 0.7, scores
     assert scores["upu"] > 0.95 and scores["nnpu"] > 0.95, scores
+
+
+def naive_label_distribution(t_p, t_u, prior, entropy, bins=1):
+    """Dist-PU's loss as its paper states it, float64, term by term: each set's
+    histogram of scores s = sigmoid(t) over bin centres t_k = k / bins, with triangular
+    votes max(0, 1 - |s - t_k| bins); P's against the proxy all mass at 1, U's against
+    prior at 1 and 1 - prior at 0 (L1, averaged over the bins); U's term weighed
+    1 / (2 prior); plus `entropy` times U's mean binary entropy."""
+    def histogram(t):
+        s = [1.0 / (1.0 + math.exp(-v)) for v in t]
+        return [sum(max(0.0, 1.0 - abs(x - k / bins) * bins) for x in s) / len(s)
+                for k in range(bins + 1)]
+
+    def l1(h, proxy):
+        return sum(abs(a - b) for a, b in zip(h, proxy, strict=True)) / len(h)
+
+    proxy_p = [0.0] * bins + [1.0]
+    proxy_u = [1.0 - prior] + [0.0] * (bins - 1) + [prior]
+    s_u = [1.0 / (1.0 + math.exp(-v)) for v in t_u]
+    h_u = -sum(x * math.log(x) + (1 - x) * math.log(1 - x) for x in s_u) / len(s_u)
+    return (l1(histogram(t_p), proxy_p) + l1(histogram(t_u), proxy_u) / (2 * prior)
+            + entropy * h_u)
+
+
+@pytest.mark.parametrize("prior", [0.3, 0.7])
+@pytest.mark.parametrize("entropy", [0.0, 0.002, 0.5])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_dist_is_dist_pus_histogram_loss_with_one_bin(prior, entropy, seed):
+    rng = np.random.default_rng(seed)
+    t_p = rng.normal(1.0, 2.0, 19)
+    t_u = rng.normal(-0.3, 2.5, 45)
+    got = pu_risk(torch.tensor(t_p), torch.tensor(t_u), prior, "dist", entropy=entropy)
+    expected = naive_label_distribution(t_p, t_u, prior, entropy)
+    assert float(got.objective) == pytest.approx(expected, abs=1e-12)
+    s_u = 1 / (1 + np.exp(-t_u))
+    assert float(got.negative_risk) == pytest.approx(s_u.mean() - prior, abs=1e-12)
+
+
+def test_dist_pulls_us_mean_score_to_the_prior_from_either_side():
+    """The alignment term's gradient moves every U score down when U's mean score is
+    above the prior and up when below; P's scores always up."""
+    t_p = torch.zeros(8)
+    for t_u, sign in ((torch.full((16,), 2.0), +1.0), (torch.full((16,), -2.0), -1.0)):
+        grad = _grad(lambda a, b: pu_risk(a, b, 0.4, "dist").objective, t_p.numpy(),
+                     t_u.numpy())
+        assert (grad[:8] < 0).all()  # descending raises P's scores
+        assert (np.sign(grad[8:]) == sign).all()
+
+
+def test_a_dist_head_predicts_the_prior_share_of_u_on_separable_data():
+    x_p, x_u, x_test, y_test = separable_pu()
+    settings = LinearSettings(epochs=30, lr=0.05, weight_decay=0.0, batch_size=256)
+    head, losses = train_pu_head(x_p, x_u, 0.4, "dist", settings,
+                                 torch.Generator().manual_seed(0), progress=False,
+                                 entropy=0.002)
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    assert float(((head.positive_score(x_test) >= 0.5) == y_test).mean()) > 0.95
+    assert abs(float((head.positive_score(x_u) >= 0.5).mean()) - 0.4) < 0.03

@@ -64,15 +64,16 @@ def _ce_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
 def _pu_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
               positive: torch.Tensor, unlabeled: torch.Tensor, batches: PUBatches,
               augment, generator: torch.Generator, prior: float, kind: str, beta: float,
-              gamma: float) -> tuple[Objective, EpochInputs]:
-    """The uPU / nnPU risk: the objective (minimised, and the risk reported) and an
-    epoch's inputs, one per batch of P and U."""
+              gamma: float, entropy: float) -> tuple[Objective, EpochInputs]:
+    """A PU risk (uPU, nnPU, dist): the objective (minimised, and the risk reported) and
+    an epoch's inputs, one per batch of P and U."""
 
     def learn(idx_p: torch.Tensor, idx_u: torch.Tensor, *draws: torch.Tensor):
         rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
         views, = augmented_views(images, rows, augment, [draws])
         scores = head.score(encoder(views)).float()
-        result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind, beta, gamma)
+        result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind, beta, gamma,
+                         entropy)
         return result.objective, result.risk
 
     def epoch():
@@ -110,10 +111,11 @@ def finetune(
     beta: float = 0.0,
     gamma: float = 1.0,
     progress: bool = True,
+    entropy: float = 0.0,
 ) -> list[float]:
     """Train `encoder` and `head` in place; returns the mean loss (CE) or risk (PU) per epoch.
 
-    kind "ce": `labels` {0, 1} for every row of `images`. kind "nnpu" / "upu": `positive`
+    kind "ce": `labels` {0, 1} for every row of `images`. A PU risk kind: `positive`
     and `unlabeled` index rows of `images`, with the class `prior`. `generator` is on
     `device`."""
     _check_kind(kind, labels is not None,
@@ -133,7 +135,7 @@ def finetune(
         batches = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator)
         objective, epoch_inputs = _pu_steps(encoder, head, images, positive, unlabeled,
                                             batches, augment, generator, prior, kind, beta,
-                                            gamma)
+                                            gamma, entropy)
 
     @GraphedStep  # one CUDA graph per batch shape on a GPU; a plain call elsewhere
     def learn(*inputs: torch.Tensor) -> torch.Tensor:

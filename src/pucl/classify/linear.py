@@ -107,9 +107,10 @@ def train_pu_head(
     progress: bool = True,
     beta: float = 0.0,
     gamma: float = 1.0,
+    entropy: float = 0.0,
 ) -> tuple[LinearHead, list[float]]:
-    """uPU / nnPU on (labelled positives [n_p, d], unlabeled [n_u, d]), batched by
-    `PUBatches`."""
+    """A PU risk (pucl.classify.pu_risk: uPU, nnPU, dist) on (labelled positives [n_p, d],
+    unlabeled [n_u, d]), batched by `PUBatches`."""
     x_p = torch.as_tensor(positive, dtype=torch.float32).to(generator.device)
     x_u = torch.as_tensor(unlabeled, dtype=torch.float32).to(generator.device)
     head, optimizer = _standardised_head(torch.cat([x_p, x_u]), settings)
@@ -118,7 +119,7 @@ def train_pu_head(
     @GraphedStep  # one CUDA graph per batch size on a GPU; a plain call elsewhere
     def learn(idx_p: torch.Tensor, idx_u: torch.Tensor) -> torch.Tensor:
         result = pu_risk(head.score(x_p[idx_p]).float(), head.score(x_u[idx_u]).float(),
-                         prior, kind, beta, gamma)
+                         prior, kind, beta, gamma, entropy)
         descend(optimizer, result.objective)
         return result.risk.detach()
 

@@ -143,7 +143,7 @@ class PURiskObjective(ClassifierObjective):
 
     needs_prior = True
     kind = ""
-    beta, gamma = 0.0, 1.0
+    beta, gamma, entropy = 0.0, 1.0, 0.0
 
     def targets(self, rows, prior):
         if prior is None:
@@ -159,7 +159,7 @@ class PURiskObjective(ClassifierObjective):
 
         return train_pu_head(features[targets.positive], features[targets.unlabeled],
                              targets.prior, self.kind, settings, generator, progress,
-                             self.beta, self.gamma)
+                             self.beta, self.gamma, self.entropy)
 
     def finetune(self, encoder, head, images, targets, settings, augment, generator, device,
                  progress):
@@ -169,7 +169,7 @@ class PURiskObjective(ClassifierObjective):
                         positive=torch.from_numpy(targets.positive),
                         unlabeled=torch.from_numpy(targets.unlabeled), kind=self.kind,
                         prior=targets.prior, beta=self.beta, gamma=self.gamma,
-                        progress=progress)
+                        progress=progress, entropy=self.entropy)
 
 
 @CLASSIFIER_OBJECTIVES.register("nnpu", params=NNPUParams)
@@ -187,6 +187,23 @@ class UPU(PURiskObjective):
     """Unbiased PU risk (du Plessis et al.) on labelled P against U."""
 
     kind = "upu"
+
+
+class DistPUParams(EntryParams):
+    entropy: float = Field(0.002, ge=0.0, description="weight of U's mean binary entropy "
+                           "(the authors' 0.002)")
+
+
+@CLASSIFIER_OBJECTIVES.register("dist_pu", params=DistPUParams)
+class DistPU(PURiskObjective):
+    """Dist-PU's label-distribution alignment (Zhao et al. 2022): the labelled positives'
+    mean score to 1, U's to the class prior, and U's scores away from 0.5 (its entropy
+    minimisation; the authors' later mixup phase is not part of it)."""
+
+    kind = "dist"
+
+    def __init__(self, entropy: float = 0.002):
+        self.entropy = entropy
 
 
 @CLASSIFIER_OBJECTIVES.register("method_head")
