@@ -39,13 +39,24 @@ def auc_p_vs_u(p_scores: np.ndarray, u_scores: np.ndarray) -> float:
     return float((ranks[:n_p].sum() - n_p * (n_p + 1) / 2) / (n_p * n_u))
 
 
+def false_positive_rate(tpr, r, prior: float):
+    """FPR from TPR and U's positive rate r (numbers or arrays), clipped to [0, 1]: a
+    finite sample or a wrong prior can push it outside."""
+    return np.clip((r - prior * np.asarray(tpr)) / (1.0 - prior), 0.0, 1.0)
+
+
+def accuracy_on_u(tpr, r, prior: float):
+    """Accuracy on U's distribution from TPR and r (numbers or arrays)."""
+    return prior * np.asarray(tpr) + (1.0 - prior) * (1.0 - false_positive_rate(tpr, r, prior))
+
+
 def point_estimates(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
                     threshold: float = 0.5) -> dict[str, float]:
     """Every metric of METRICS on U's distribution, from the three numbers above (rates
     clipped to [0, 1]: a finite sample or a wrong prior can push FPR outside)."""
     tpr, r = _rates(p_scores, u_scores, threshold)
-    fpr = min(max((r - prior * tpr) / (1.0 - prior), 0.0), 1.0)
-    accuracy = prior * tpr + (1.0 - prior) * (1.0 - fpr)
+    fpr = float(false_positive_rate(tpr, r, prior))
+    accuracy = float(accuracy_on_u(tpr, r, prior))
     precision = min(prior * tpr / r, 1.0) if r > 0 else 0.0
     f1 = 2 * precision * tpr / (precision + tpr) if precision + tpr > 0 else 0.0
     auc = (auc_p_vs_u(p_scores, u_scores) - prior / 2.0) / (1.0 - prior)

@@ -1,0 +1,77 @@
+"""The paired difference of two models' label-free accuracies, on constructed scores
+whose true difference is known: the held-out U's hidden labels say what each model's
+accuracy there is, and the estimate never reads them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pucl.evaluation.label_free import estimate_metrics
+from pucl.evaluation.paired import Difference, paired_difference
+
+
+def two_models(seed: int, n_p: int = 300, n_u: int = 2000, prior: float = 0.4,
+               right: float = 0.92, worse: float = 0.03):
+    """SCAR held-out rows scored by model a (right on each row with chance `right`) and
+    model b (a, made wrong on a `worse` share of the rows a gets right). Returns the
+    scores, U's hidden labels and each model's hits on U."""
+    rng = np.random.default_rng(seed)
+    y_u = (rng.random(n_u) < prior).astype(int)
+    y = np.concatenate([np.ones(n_p, int), y_u])  # P: positives, as U's positives are
+    correct_a = rng.random(len(y)) < right
+    correct_b = correct_a & ~(rng.random(len(y)) < worse / right)
+    score_a = np.where(correct_a, y, 1 - y).astype(float)
+    score_b = np.where(correct_b, y, 1 - y).astype(float)
+    return (score_a[:n_p], score_a[n_p:], score_b[:n_p], score_b[n_p:], y_u,
+            correct_a[n_p:], correct_b[n_p:])
+
+
+def test_a_model_against_itself_differs_by_nothing():
+    p, u, *_ = two_models(0)
+    got = paired_difference(p, u, p, u, 0.4)
+    assert (got.value, got.low, got.high) == (0.0, 0.0, 0.0) and got.verdict() == "tie"
+
+
+def test_the_difference_is_the_two_estimates_difference():
+    p_a, u_a, p_b, u_b, *_ = two_models(1)
+    got = paired_difference(p_a, u_a, p_b, u_b, 0.4)
+    a = estimate_metrics(p_a, u_a, 0.4, bootstrap=0)["accuracy"].value
+    b = estimate_metrics(p_b, u_b, 0.4, bootstrap=0)["accuracy"].value
+    assert got.value == pytest.approx(a - b, abs=1e-12)
+
+
+def test_the_paired_interval_holds_the_true_difference_and_is_narrower_than_two_intervals():
+    held, widths, unpaired = 0, [], []
+    for seed in range(60):
+        p_a, u_a, p_b, u_b, _, hit_a, hit_b = two_models(seed)
+        truth = hit_a.mean() - hit_b.mean()  # on the held-out U, from its hidden labels
+        got = paired_difference(p_a, u_a, p_b, u_b, 0.4, bootstrap=400, seed=seed)
+        held += got.low <= truth <= got.high
+        widths.append(got.high - got.low)
+        a, b = (estimate_metrics(p, u, 0.4, bootstrap=400, seed=seed)["accuracy"]
+                for p, u in ((p_a, u_a), (p_b, u_b)))
+        # the width a difference of two independent estimates would have
+        unpaired.append(np.hypot(a.high - a.low, b.high - b.low))
+    assert held >= 0.9 * 60, held
+    # the rows both predict alike cancel: the pair's interval is a fraction of that
+    assert np.mean(widths) < 0.5 * np.mean(unpaired), (np.mean(widths), np.mean(unpaired))
+
+
+def test_the_verdict_names_the_better_model_or_a_tie():
+    p_a, u_a, p_b, u_b, *_ = two_models(2, worse=0.03)
+    assert paired_difference(p_a, u_a, p_b, u_b, 0.4).verdict() == "a"
+    assert paired_difference(p_b, u_b, p_a, u_a, 0.4).verdict() == "b"
+    # two U rows apart out of 2,000: the held-out rows cannot tell
+    u_c = u_a.copy()
+    u_c[:2] = 1 - u_c[:2]
+    assert paired_difference(p_a, u_a, p_a, u_c, 0.4).verdict() == "tie"
+    assert Difference(0.01, 0.004, 0.02).verdict(margin=0.005) == "tie"
+    assert Difference(0.01, 0.006, 0.02).verdict(margin=0.005) == "a"
+
+
+def test_two_models_must_score_the_same_rows():
+    with pytest.raises(ValueError, match="must score the same rows"):
+        paired_difference(np.ones(3), np.ones(5), np.ones(4), np.ones(5), 0.4)
+    with pytest.raises(ValueError, match="need held-out P and U"):
+        paired_difference(np.ones(0), np.ones(5), np.ones(0), np.ones(5), 0.4)
