@@ -254,6 +254,13 @@ def test_p_and_u_alone_run_every_stage_judged_by_the_validation_estimate(
     assert pd.read_csv(out / "errors_by_class.csv").empty  # no class is known
     assert all((out / f).stat().st_size > 0 for f in ("roc.png", "embedding.png",
                                                       "errors_by_class.png"))
+    # each validation row's score is kept: the estimate, recomputed from them by hand
+    rows = pd.read_csv(out / "validation_scores.csv")
+    p_scores, u_scores = rows.loc[rows["pu"] == 1, "score"], rows.loc[rows["in_u"], "score"]
+    assert (len(p_scores), len(u_scores)) == (metrics["val_n_p"], metrics["val_n_u"])
+    prior, tpr, r = metrics["val_prior"], (p_scores >= 0.5).mean(), (u_scores >= 0.5).mean()
+    fpr = min(max((r - prior * tpr) / (1 - prior), 0.0), 1.0)
+    assert metrics["val_est_accuracy"] == pytest.approx(prior * tpr + (1 - prior) * (1 - fpr))
 
 
 def test_p_and_u_alone_without_a_validation_part_are_refused_before_any_stage(tmp_path):

@@ -28,6 +28,20 @@ def write_roc(directory: Path, y: np.ndarray, score: np.ndarray, title: str = "t
                 roc_figure(roc, classification_metrics(y, score)["roc_auc"], title, axes))
 
 
+VALIDATION_SCORE_COLUMNS = ["index", "pu", "in_u", "score"]
+
+
+def write_validation_scores(directory: Path, val: pd.DataFrame, score: np.ndarray | None
+                            ) -> None:
+    """The classifier's score of each validation row (dataset index, labelled or not, in
+    U or not): what a paired comparison of two runs on the same split reads
+    (pucl.evaluation.paired). No validation part: the columns and no row."""
+    table = (pd.DataFrame(columns=VALIDATION_SCORE_COLUMNS) if score is None else
+             pd.DataFrame({"index": val["index"].to_numpy(), "pu": val["pu"].to_numpy(),
+                           "in_u": val["in_u"].to_numpy(), "score": score}))
+    write_table(directory / "validation_scores.csv", table)
+
+
 def write_class_errors(directory: Path, dataset: str, classes: np.ndarray | None,
                        y: np.ndarray | None = None, score: np.ndarray | None = None,
                        accuracy: float | None = None) -> None:

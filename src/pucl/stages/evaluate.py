@@ -26,6 +26,7 @@ from pucl.reporting.evaluation import (
     write_embedding,
     write_label_free_files,
     write_roc,
+    write_validation_scores,
 )
 from pucl.runtime.device import resolve_device
 from pucl.stages._context import LABEL_COLUMNS, PRIOR_REPORT, StageContext
@@ -33,7 +34,7 @@ from pucl.validation import suites
 
 NAME = "evaluate"
 FILES = ("metrics.json", "roc.csv", "roc.png", "embedding.png", "errors_by_class.csv",
-         "errors_by_class.png")
+         "errors_by_class.png", "validation_scores.csv")
 
 
 def run(ctx: StageContext) -> dict:
@@ -49,7 +50,7 @@ def run(ctx: StageContext) -> dict:
     reads = classifier_features(ctx.path("classifier", "head.pt"))  # encoder | trunk
     prior = ctx.read_json("prior", PRIOR_REPORT)
     metrics: dict = {}
-    x_val = data.x_train[val["index"].to_numpy()]
+    x_val, val_score = data.x_train[val["index"].to_numpy()], None
     if len(val):  # the classifier's own scores (every view, every member), as on the test
         val_score = member_scores([head for _, head in members], view_features(
             recipe, members, x_val, reads, device), device).mean(axis=(0, 1))
@@ -68,6 +69,7 @@ def run(ctx: StageContext) -> dict:
         write_label_free_files(ctx.directory("evaluate"), p, ctx.params.base.seed,
                                ctx.params.data.dataset, models[0], x_val, val, val_score,
                                device)
+    write_validation_scores(ctx.directory("evaluate"), val, val_score)
     ctx.validate(lambda: suites.metrics(metrics, labelled=len(test) > 0))
     write_json(ctx.path("evaluate", "metrics.json"), metrics)
     ctx.write_validation("evaluate")
