@@ -234,10 +234,14 @@ def _refit_chosen(spec, grouped, by: list[str], workers: int, runner: str,
     for rec in picks:
         again = refit_spec(spec, rec.get("variant"), {key: rec[key] for key in spec.grid})
         result = _run_sweep(again, workers, runner, address, by)
-        refitted = pd.read_csv(result["comparison"]).iloc[0]
         where = point_label(again, {key: values[0] for key, values in again.grid.items()})
         what = ", ".join(filter(None, [f"variant={rec['variant']}" if "variant" in rec
                                        else "", where]))
+        if not result["comparison"]:  # no MLflow store to read the runs back from
+            out.print(f"refit on every labelled positive and all of U ({what}): sweep "
+                      f"{again.name}, in {result['out_dir']}", soft_wrap=True)
+            continue
+        refitted = pd.read_csv(result["comparison"]).iloc[0]
         out.print(f"refit on every labelled positive and all of U ({what}): test accuracy "
                   f"{100 * refitted['accuracy']:.1f} +- "
                   f"{100 * refitted.get('accuracy_std', float('nan')):.1f} over "
