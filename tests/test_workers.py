@@ -133,3 +133,73 @@ def test_a_worker_runs_the_retrain_deployment_and_promotes_a_champion(pool):
     (retrain,) = client.search_runs([exp.experiment_id], "tags.kind = 'retrain'")
     assert retrain.data.tags["retrain.decision"] == "promoted"
     assert champion.tags["retrain_run_id"] == retrain.info.run_id
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """`mlflow server` over HTTP: a SQL store and an artifact root of its own, as the
+    machines of a team would share it."""
+    base = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1",
+         "--backend-store-uri", f"sqlite:///{base / 'store.db'}",
+         "--artifacts-destination", str(base / "artifacts")],
+        cwd=base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while not healthy(uri):
+            assert server.poll() is None and time.monotonic() < deadline, "no mlflow server"
+            time.sleep(1)
+        yield uri
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+
+
+def test_two_checkouts_share_one_champion_through_an_mlflow_server(pool, mlflow_server,
+                                                                  tmp_path):
+    """Two machines, simulated: two checkouts of one commit, each with its own worker on
+    the pool, sharing only the Prefect server, an MLflow server and a DVC remote. The
+    second worker's retrain sees the first one's champion."""
+    _, env = pool
+    env = {**env, "MLFLOW_TRACKING_URI": mlflow_server, "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    first = make_project(tmp_path / "first", tiny_params())
+    env_first = {**env, "PUCL_PROJECT_DIR": str(first)}
+    shell(f"dvc remote modify local url {tmp_path / 'remote'}", first, env_first)
+    shell("pucl data init --rows 2000", first, env_first)
+    shell("pucl data use", first, env_first)
+    shell("dvc push data/dataset/batches.dvc data/dataset/holdout.npz.dvc", first, env_first)
+    shell("git add -A", first, env_first)
+    shell("git commit -qm data", first, env_first)
+    second = tmp_path / "second"
+    shell(f"git clone -q {first} {second}", tmp_path, env)
+    env_second = {**env, "PUCL_PROJECT_DIR": str(second)}
+    # the tracked data version, from the remote only (the stages' outputs are the
+    # worker's own business)
+    shell("dvc pull data/dataset/batches.dvc data/dataset/holdout.npz.dvc", second,
+          env_second)
+    assert ((second / "data/dataset/holdout.npz").read_bytes()
+            == (first / "data/dataset/holdout.npz").read_bytes())
+
+    run, log = run_on_the_worker("pucl-retrain/retrain-gpu", first, env_first)
+    assert run["state_type"] == "COMPLETED", log[-3000:]
+    run, log = run_on_the_worker("pucl-retrain/retrain-gpu", second, env_second)
+    assert run["state_type"] == "COMPLETED", log[-3000:]
+
+    client = MlflowClient(mlflow_server)
+    exp = client.get_experiment_by_name("pucl")
+    retrains = client.search_runs([exp.experiment_id], "tags.kind = 'retrain'",
+                                  order_by=["attributes.start_time ASC"])
+    assert [r.data.tags["retrain.decision"] for r in retrains] == ["promoted", "skipped"]
+    assert "unchanged since champion v1" in retrains[1].data.tags["retrain.reason"]
+    assert all(r.info.status == "FINISHED" for r in client.search_runs([exp.experiment_id]))
+    champion = client.get_model_version_by_alias("pucl-classifier", "champion")
+    assert (champion.version, champion.tags["retrain_run_id"]) == ("1", retrains[0].info.run_id)
+    # each worker wrote its run folders into its own checkout, nothing into the other's
+    assert not (second / "data/runs").exists() or not any(
+        (second / "data/runs").rglob("metrics.json"))
