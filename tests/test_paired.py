@@ -75,3 +75,22 @@ def test_two_models_must_score_the_same_rows():
         paired_difference(np.ones(3), np.ones(5), np.ones(4), np.ones(5), 0.4)
     with pytest.raises(ValueError, match="need held-out P and U"):
         paired_difference(np.ones(0), np.ones(5), np.ones(0), np.ones(5), 0.4)
+
+
+def test_over_seeds_the_difference_is_the_mean_and_its_interval_narrows():
+    from pucl.evaluation.paired import PairedRows, paired_difference_over
+
+    parts, truths, alone = [], [], []
+    for seed in (10, 11, 12, 13):
+        p_a, u_a, p_b, u_b, _, hit_a, hit_b = two_models(seed, worse=0.01)
+        parts.append(PairedRows(p_a, u_a, p_b, u_b, 0.4))
+        truths.append(hit_a.mean() - hit_b.mean())
+        alone.append(paired_difference(p_a, u_a, p_b, u_b, 0.4, bootstrap=400))
+    got = paired_difference_over(parts, bootstrap=400)
+    assert got.value == pytest.approx(np.mean([d.value for d in alone]), abs=1e-12)
+    assert got.low <= np.mean(truths) <= got.high
+    # four independent parts: about half a part's width (1 / sqrt(4))
+    width = np.mean([d.high - d.low for d in alone])
+    assert 0.35 * width < got.high - got.low < 0.7 * width
+    with pytest.raises(ValueError, match="at least one held-out part"):
+        paired_difference_over([])

@@ -40,12 +40,50 @@ class Difference:
         return "tie"
 
 
+@dataclass(frozen=True)
+class PairedRows:
+    """Two models' scores of one held-out part: p_a / p_b of the same labelled positives
+    (row for row), u_a / u_b of the same U, and the prior both read."""
+
+    p_a: np.ndarray
+    u_a: np.ndarray
+    p_b: np.ndarray
+    u_b: np.ndarray
+    prior: float
+
+
 def paired_difference(p_a: np.ndarray, u_a: np.ndarray, p_b: np.ndarray, u_b: np.ndarray,
                       prior: float, threshold: float = 0.5, bootstrap: int = 1000,
                       level: float = 0.95, seed: int = 0) -> Difference:
     """Model a's estimated accuracy minus model b's: p_a / p_b their scores of the same
     held-out labelled positives (row for row), u_a / u_b of the same held-out U."""
-    p_a, p_b, u_a, u_b = (np.asarray(v, float) for v in (p_a, p_b, u_a, u_b))
+    return paired_difference_over([PairedRows(p_a, u_a, p_b, u_b, prior)], threshold,
+                                  bootstrap, level, seed)
+
+
+def paired_difference_over(parts: list[PairedRows], threshold: float = 0.5,
+                           bootstrap: int = 1000, level: float = 0.95, seed: int = 0
+                           ) -> Difference:
+    """The mean over several held-out parts (one per seed, say) of a's accuracy minus
+    b's, each part resampled on its own in every draw of the interval."""
+    if not parts:
+        raise ValueError("need at least one held-out part")
+    rng = np.random.default_rng(seed)
+    values, draws = zip(*(_one_part(part, threshold, bootstrap, rng) for part in parts),
+                        strict=True)
+    tail = (1.0 - level) / 2.0 * 100
+    mean_draws = np.mean(draws, axis=0)
+    low, high = (np.percentile(mean_draws, [tail, 100 - tail]) if bootstrap
+                 else (np.nan,) * 2)
+    return Difference(float(np.mean(values)), float(low), float(high))
+
+
+def _one_part(part: PairedRows, threshold: float, bootstrap: int,
+              rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """One part's difference and its `bootstrap` resampled differences."""
+    p_a, p_b, u_a, u_b = (np.asarray(v, float) for v in (part.p_a, part.p_b, part.u_a,
+                                                          part.u_b))
+    prior = part.prior
     if p_a.shape != p_b.shape or u_a.shape != u_b.shape:
         raise ValueError(f"the two models must score the same rows, got P {p_a.shape} and "
                          f"{p_b.shape}, U {u_a.shape} and {u_b.shape}")
@@ -61,9 +99,6 @@ def paired_difference(p_a: np.ndarray, u_a: np.ndarray, p_b: np.ndarray, u_b: np
         return accuracy[0] - accuracy[1]
 
     value = float(difference(np.arange(len(p_a))[None], np.arange(len(u_a))[None])[0])
-    rng = np.random.default_rng(seed)
     draws = difference(rng.integers(0, len(p_a), (bootstrap, len(p_a))),
                        rng.integers(0, len(u_a), (bootstrap, len(u_a))))
-    tail = (1.0 - level) / 2.0 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail]) if bootstrap else (np.nan,) * 2
-    return Difference(value, float(low), float(high))
+    return value, draws
