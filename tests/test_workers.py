@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 from tests.conftest import ROOT, make_project, tiny_params
 from tests.helpers import STAGES
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore")]
+pytestmark = pytest.mark.filterwarnings("ignore")
 
 CPU = "overrides={\"base.device\": \"cpu\"}"  # the deployments ask for cuda
 
@@ -100,6 +100,7 @@ def test_docs_gpu_md_names_the_commands_these_tests_run():
         assert command in block, command
 
 
+@pytest.mark.slow  # a Prefect server, a worker and whole runs
 def test_a_worker_runs_the_pipeline_deployment_in_the_projects_checkout(pool):
     root, env = pool
     run, log = run_on_the_worker("pucl-pipeline/pipeline-gpu", root, env)
@@ -121,6 +122,7 @@ def test_a_worker_runs_the_pipeline_deployment_in_the_projects_checkout(pool):
     assert sorted(r.data.tags["stage"] for r in stages) == sorted(STAGES)
 
 
+@pytest.mark.slow  # a Prefect server, a worker and whole runs
 def test_a_worker_runs_the_retrain_deployment_and_promotes_a_champion(pool):
     root, env = pool
     shell("pucl data init --rows 2000", root, env)
@@ -160,6 +162,7 @@ def mlflow_server(tmp_path_factory):
         server.wait(timeout=60)
 
 
+@pytest.mark.slow  # a Prefect server, a worker and whole runs
 def test_two_checkouts_share_one_champion_through_an_mlflow_server(pool, mlflow_server,
                                                                   tmp_path):
     """Two machines, simulated: two checkouts of one commit, each with its own worker on
