@@ -346,9 +346,10 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                                    np.random.default_rng(recipe.seed), "validation_fraction")
         except DataError as exc:
             raise ValueError(str(exc)) from None
-        train = ~held
-        fitted = fit_sequence(recipe, x[train], labelled[train],
-                              unlabeled_rows(labelled[train], self.scenario),
+        # no part held out: the rows as given, not a copy of them
+        x_fit, labelled_fit = (x[~held], labelled[~held]) if held.any() else (x, labelled)
+        fitted = fit_sequence(recipe, x_fit, labelled_fit,
+                              unlabeled_rows(labelled_fit, self.scenario),
                               resolve_device(self.device), self.progress)
         self.prior_ = fitted.prior.value
         if fitted.pseudo_labels is not None:
