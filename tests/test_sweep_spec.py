@@ -256,6 +256,8 @@ def test_a_refit_trains_the_chosen_variant_at_its_point_without_a_validation_par
     assert (again.name, again.refit_of, again.seeds) == ("b-refit-300", "b", [3, 4])
     assert again.grid == {"split.n_p": [300]} and type(again.grid["split.n_p"][0]) is int
     assert list(again.variants) == ["a"] and list(again.reference) == ["a"]
+    # a column with gaps reads integers back as floats
+    assert refit_spec(spec, "a", {"split.n_p": 300.0}).grid == {"split.n_p": [300]}
     points = expand(again)
     assert [p.seed for p in points] == [3, 4]
     for point in points:  # the variant's own validation share gives way too

@@ -167,11 +167,21 @@ def select_variants(spec: SweepSpec, wanted: list[str]) -> SweepSpec:
 REFIT = {"split.val_fraction": 0.0}
 
 
+def _same(value: Any, read: Any) -> bool:
+    """A grid value and the value a table read back for it (1000 and 1000.0 alike)."""
+    if _label(value) == _label(read):
+        return True
+    try:
+        return float(value) == float(read)
+    except (TypeError, ValueError):
+        return False
+
+
 def refit_spec(spec: SweepSpec, variant: str | None, values: dict[str, Any]) -> SweepSpec:
     """The sweep that trains `variant` (None: the spec has none) again at one grid point
     (`values`, {grid key: value}) on every labelled positive and all of U, on the same
     seeds: REFIT over the variant's own settings, so no variant keeps a validation part."""
-    point = {key: next(v for v in spec.grid[key] if _label(v) == _label(values[key]))
+    point = {key: next(v for v in spec.grid[key] if _same(v, values[key]))
              for key in spec.grid}  # the spec's own values, whatever type the caller read
     suffix = "".join(f"-{_label(v)}" for v in point.values())
     label, numbers = point_label(spec, point), spec.reference.get(str(variant))
