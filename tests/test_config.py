@@ -124,3 +124,12 @@ def test_a_key_the_section_lacks_is_added_to_it(tmp_path):
         "split.val_fraction": (None, 0.2)}
     assert path.read_text() == ("data:\n  task: given   # a comment\nsplit:\n"
                                 "  val_fraction: 0.2\n  n_p: 10\n")
+
+
+def test_only_the_sections_own_key_is_written_not_a_deeper_one_of_that_name(tmp_path):
+    from pucl.params.editing import write_settings
+
+    path = tmp_path / "params.yaml"
+    path.write_text("prior:\n  heldout:\n    method: x   # deeper\n  method: tedn\n")
+    write_settings(path, {"prior.method": "km2"}, lambda raw: None)
+    assert path.read_text() == "prior:\n  heldout:\n    method: x   # deeper\n  method: km2\n"

@@ -45,8 +45,12 @@ def set_line(lines: list[str], dotted: str, value: Any) -> str | None:
     if not key or "." in key:
         raise ParamsError(f"{dotted!r}: only section.key settings can be written here")
     start, end = _section(lines, section)
+    # the section's own keys sit at its first key's indent; deeper ones belong to others
+    indent = next((re.match(r"^( +)", lines[i]).group(1) for i in range(start + 1, end)
+                   if re.match(r"^ +[^\s#]", lines[i])), "  ")
     for i in range(start + 1, end):
-        found = re.match(rf"^( +){re.escape(key)}:( *)([^#\n]*?)( *#.*)?(\n?)$", lines[i])
+        found = re.match(rf"^({indent}){re.escape(key)}:( *)([^#\n]*?)( *#.*)?(\n?)$",
+                         lines[i])
         if found:
             indent, gap, old, comment, newline = found.groups()
             new, comment = _scalar(value), comment or ""
@@ -54,8 +58,6 @@ def set_line(lines: list[str], dotted: str, value: Any) -> str | None:
             pad = " " * max(1, len(old) + lead - len(new)) if comment else ""  # same column
             lines[i] = f"{indent}{key}:{gap or ' '}{new}{pad}{comment.lstrip()}{newline}"
             return old
-    indent = next((re.match(r"^( +)", lines[i]).group(1) for i in range(start + 1, end)
-                   if re.match(r"^ +\S", lines[i])), "  ")
     lines.insert(start + 1, f"{indent}{key}: {_scalar(value)}\n")
     return None
 
