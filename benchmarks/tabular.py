@@ -1,0 +1,261 @@
+"""The tabular benchmark: `PUClassifier()` on feature tables against the PU peers
+(benchmarks/tabular_peers.py), chosen from P and U alone and reported on other tables.
+
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/tabular.py [--seeds 0 1 2] [--threads 2]
+        [--candidates NAME ...] [--out reports/tabular/runs.csv]
+
+Tables ship with the installed packages or are drawn by scikit-learn (TABLES): each is
+split 70/30 (stratified, the seed's), standardised on its training part, and a seeded
+draw of the training positives is labelled; U is every training row (case-control, the
+estimator's default scenario).
+
+1. choose: every candidate recipe (CANDIDATES, overrides of today's defaults) is fit on
+   the CHOOSE tables with validation_fraction 0.2; the candidate with the highest mean
+   label-free `val_est_accuracy` over those tables and seeds wins. No test label and no
+   report table takes part.
+2. report: on the REPORT tables, the defaults as they are (`PUClassifier()`), the chosen
+   candidate refit on every row (validation_fraction 0), each peer with the prior the
+   chosen candidate estimated, and, as reference rows, the chosen candidate and each peer
+   with the true prior.
+
+Every fit is one row of --out, written as it ends; a rerun skips the rows already there
+(same table, seed, role, method, prior source and commit-free settings), so an
+interrupted run goes on. `<out>_summary.csv`: one line per table, method and prior source
+(mean, std, n seeds, seconds per seed, the commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.datasets import load_breast_cancer, load_digits, make_classification
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+from tqdm import tqdm
+
+from pucl import PUClassifier
+from pucl.io import atomic_path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file
+from _commit import current_commit  # noqa: E402
+from tabular_peers import PEERS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+KEY = ["table", "seed", "role", "method", "prior_source", "settings"]
+
+
+@dataclass(frozen=True)
+class Table:
+    load: Callable[[], tuple[np.ndarray, np.ndarray]]  # features, true 0 / 1 class
+    labelled: float  # share of the training positives that are labelled (or a count > 1)
+    what: str
+
+
+def _sklearn(loader, positive: Callable[[np.ndarray], np.ndarray]):
+    def load():
+        x, y = loader(return_X_y=True)
+        return x.astype(np.float64), positive(y).astype(int)
+    return load
+
+
+def _mlxtend(name: str, positive: Callable[[np.ndarray], np.ndarray]):
+    def load():
+        import mlxtend.data
+
+        x, y = getattr(mlxtend.data, name)()
+        return x.astype(np.float64), positive(y).astype(int)
+    return load
+
+
+def _synthetic(prior: float, seed: int, n: int = 3000):
+    """20 features: 6 informative, 4 redundant (their combinations), 10 noise; two
+    clusters a class; `prior` of the rows positive."""
+    def load():
+        x, y = make_classification(n_samples=n, n_features=20, n_informative=6,
+                                   n_redundant=4, n_clusters_per_class=2,
+                                   weights=[1 - prior], flip_y=0.0, random_state=seed)
+        return x, y.astype(int)
+    return load
+
+
+TABLES: dict[str, Table] = {
+    "digits": Table(_sklearn(load_digits, lambda d: d % 2 == 0), 150,
+                    "8x8 digits as 64 features, even vs odd"),
+    "breast_cancer": Table(_sklearn(load_breast_cancer, lambda y: y == 1), 100,
+                           "30 features, benign positive"),
+    "housing": Table(_mlxtend("boston_housing_data", lambda v: v > np.median(v)), 60,
+                     "13 features, price above the median"),
+    "autompg": Table(_mlxtend("autompg_data", lambda v: v > np.median(v)), 50,
+                     "8 features, mpg above the median"),
+}
+for _prior, _seed in ((0.3, 101), (0.5, 102), (0.7, 103), (0.2, 201), (0.6, 202)):
+    TABLES[f"synthetic_{_prior}_{_seed}"] = Table(
+        _synthetic(_prior, _seed), 0.25,
+        f"make_classification, prior {_prior}, 20 features (6 informative, 4 redundant)")
+CHOOSE = ["synthetic_0.3_101", "synthetic_0.5_102", "synthetic_0.7_103"]
+REPORT = ["digits", "breast_cancer", "housing", "autompg", "synthetic_0.2_201",
+          "synthetic_0.6_202"]
+
+# Candidate recipes for feature rows, as PUClassifier parameters over today's defaults:
+# the augmentation's strength crossed with the head.
+_AUGMENT = {"aug_default": {},
+            "mask50": {"augment": {"feature_drop": 0.5, "feature_noise": 0.0}},
+            "swap60": {"augment": {"feature_swap": 0.6, "feature_drop": 0.0,  # SCARF's rate
+                                   "feature_noise": 0.0}}}
+_HEAD = {"pupl_ce": {}, "nnpu_ft20": {"objective": "nnpu", "finetune_epochs": 20},
+         "dist_pu_ft20": {"objective": "dist_pu", "finetune_epochs": 20}}
+CANDIDATES = {f"{a}+{h}": {**aug, **head} for a, aug in _AUGMENT.items()
+              for h, head in _HEAD.items()}
+
+
+def pu_rows(table: str, seed: int):
+    """(x_train, s, y_train, x_test, y_test): standardised on the training part."""
+    spec = TABLES[table]
+    x, y = spec.load()
+    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=0.3, random_state=seed,
+                                              stratify=y)
+    scaler = StandardScaler().fit(x_tr)
+    positives = np.flatnonzero(y_tr == 1)
+    n_labelled = int(spec.labelled if spec.labelled > 1 else
+                     round(spec.labelled * len(positives)))
+    s = np.zeros(len(y_tr), dtype=int)
+    s[np.random.default_rng(seed).choice(positives, n_labelled, replace=False)] = 1
+    return scaler.transform(x_tr), s, y_tr, scaler.transform(x_te), y_te
+
+
+class Rows:
+    """The CSV of fits, kept on disk after each one."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+
+    def done(self, key: dict) -> dict | None:
+        if self.frame.empty:
+            return None
+        hit = self.frame
+        for name, value in key.items():
+            hit = hit[hit[name].astype(str) == str(value)]
+        return None if hit.empty else hit.iloc[-1].to_dict()
+
+    def add(self, row: dict) -> None:
+        self.frame = pd.concat([self.frame, pd.DataFrame([row])], ignore_index=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.path) as tmp:
+            self.frame.to_csv(tmp, index=False)
+
+
+def fit_pucl(table: str, seed: int, params: dict, validation: float):
+    x, s, y, x_test, y_test = pu_rows(table, seed)
+    start = time.perf_counter()
+    clf = PUClassifier(random_state=seed, progress=False, validation_fraction=validation,
+                       **params).fit(x, s)
+    seconds = time.perf_counter() - start
+    estimates = getattr(clf, "estimates_", {})
+    return {"accuracy": float((clf.predict(x_test) == y_test).mean()),
+            "prior": float(clf.prior_), "true_prior": float(y.mean()),
+            "val_est_accuracy": estimates.get("val_est_accuracy", np.nan),
+            "seconds": seconds}
+
+
+def fit_peer(table: str, seed: int, name: str, prior: float):
+    x, s, y, x_test, y_test = pu_rows(table, seed)
+    start = time.perf_counter()
+    predicted = PEERS[name](x, s, x_test, prior, seed).test
+    return {"accuracy": float((predicted == y_test).mean()), "prior": prior,
+            "true_prior": float(y.mean()), "val_est_accuracy": np.nan,
+            "seconds": time.perf_counter() - start}
+
+
+def run(rows: Rows, key: dict, fit: Callable[[], dict], commit: str, bar) -> dict:
+    found = rows.done(key)
+    if found is None:
+        bar.set_postfix_str(f"{key['table']} seed {key['seed']}: {key['method']} "
+                            f"({key['prior_source']})")
+        found = {**key, **fit(), "commit": commit}
+        rows.add(found)
+    bar.update()
+    return found
+
+
+def chosen(frame: pd.DataFrame) -> str:
+    """The candidate with the highest mean validation estimate over the choose rows."""
+    choose = frame[frame.role == "choose"]
+    return str(choose.groupby("method").val_est_accuracy.mean().idxmax())
+
+
+def summary(frame: pd.DataFrame) -> pd.DataFrame:
+    report = frame[frame.role == "report"]
+    grouped = report.groupby(["table", "method", "prior_source"], sort=False)
+    out = grouped.agg(mean=("accuracy", "mean"), std=("accuracy", "std"),
+                      n_seeds=("seed", "nunique"), seconds_per_seed=("seconds", "mean"),
+                      prior=("prior", "mean"), true_prior=("true_prior", "mean"),
+                      commit=("commit", lambda c: ",".join(sorted(set(map(str, c))))))
+    return out.round(4).reset_index()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES),
+                        choices=list(CANDIDATES))
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "tabular" / "runs.csv")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    rows, commit = Rows(args.out), current_commit()
+    n_choose = len(CHOOSE) * len(args.seeds) * len(args.candidates)
+    n_report = len(REPORT) * len(args.seeds) * (3 + 2 * len(PEERS))
+    with tqdm(total=n_choose + n_report, unit="fit", desc="tabular") as bar:
+        for table in CHOOSE:
+            for seed in args.seeds:
+                for name in args.candidates:
+                    key = {"table": table, "seed": seed, "role": "choose", "method": name,
+                           "prior_source": "estimated",
+                           "settings": json.dumps(CANDIDATES[name], sort_keys=True)}
+                    run(rows, key, partial(fit_pucl, table, seed, CANDIDATES[name], 0.2),
+                        commit, bar)
+        best = chosen(rows.frame[rows.frame.method.isin(args.candidates)])
+        tqdm.write(f"chosen by the validation estimate on {', '.join(CHOOSE)}: {best}")
+        for table in REPORT:
+            for seed in args.seeds:
+                _report_seed(rows, table, seed, best, commit, bar)
+    frame = summary(rows.frame)
+    with atomic_path(args.out.with_name(args.out.stem + "_summary.csv")) as tmp:
+        frame.to_csv(tmp, index=False)
+    print(frame.to_string(index=False))
+
+
+def _report_seed(rows: Rows, table: str, seed: int, best: str, commit: str, bar) -> None:
+    def key(method: str, source: str, settings: dict) -> dict:
+        return {"table": table, "seed": seed, "role": "report", "method": method,
+                "prior_source": source, "settings": json.dumps(settings, sort_keys=True)}
+
+    run(rows, key("pucl_defaults", "estimated", {}), partial(fit_pucl, table, seed, {}, 0.0),
+        commit, bar)
+    params = CANDIDATES[best]
+    mine = run(rows, key(f"pucl:{best}", "estimated", params),
+               partial(fit_pucl, table, seed, params, 0.0), commit, bar)
+    true_prior = mine["true_prior"]
+    run(rows, key(f"pucl:{best}", "true", {**params, "prior": true_prior}),
+        partial(fit_pucl, table, seed, {**params, "prior": true_prior}, 0.0), commit, bar)
+    for peer in PEERS:
+        for source, prior in (("estimated", mine["prior"]), ("true", true_prior)):
+            run(rows, key(peer, source, {"prior": round(prior, 6)}),
+                partial(fit_peer, table, seed, peer, prior), commit, bar)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    main()
