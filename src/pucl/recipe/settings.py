@@ -82,6 +82,9 @@ class AugmentParams(Section):
     feature_noise: float = Field(0.1, ge=0.0, description="Gaussian noise, in feature stds")
     feature_drop: float = Field(0.1, ge=0.0, lt=1.0,
                                 description="probability of masking a feature to its mean")
+    feature_swap: float = Field(0.0, ge=0.0, lt=1.0,
+                                description="probability of replacing a feature by another "
+                                            "row's (SCARF)")
 
 
 class PretrainParams(MethodSection):
