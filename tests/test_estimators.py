@@ -82,6 +82,9 @@ def test_pu_classifier_learns_tabular_data_from_positives_and_unlabeled_rows():
     assert clf.score(x, y) > 0.9  # accuracy against the true labels, never seen
     naive = (x[:, :3].sum(axis=1) > 3.0).astype(int)  # the rule a person would write
     assert (clf.predict(x) == naive).mean() > 0.85
+    # each step's seconds, pseudo-labels only where the head reads them
+    assert set(clf.timings_) == {"prior", "pretrain", "pupl", "classifier"}
+    assert all(seconds > 0 for seconds in clf.timings_.values())
 
 
 def test_pu_classifier_is_deterministic_for_a_seed_and_takes_a_given_prior():

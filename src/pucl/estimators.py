@@ -48,6 +48,7 @@ from pucl.recipe.settings import (
     PriorParams,
     SplitParams,
 )
+from pucl.runtime.clock import StepClock
 from pucl.runtime.device import resolve_device
 
 # What `save` writes: a dict of tensors and plain values, read with torch's weights-only
@@ -137,6 +138,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     model_, head_ : the first member's.
     pseudo_labels_ : ndarray
         PUPL's labels of the training rows, when the objective reads them.
+    timings_ : dict
+        Seconds `fit` spent in each step: prior, pretrain (every encoder), pupl (when the
+        objective reads pseudo-labels), classifier.
     estimates_ : dict
         With validation_fraction > 0: the label-free estimates of the held-out rows, named
         as in the pipeline's metrics.json: `val_est_accuracy`, `val_est_f1`, `val_est_auc`,
@@ -348,9 +352,11 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(str(exc)) from None
         # no part held out: the rows as given, not a copy of them
         x_fit, labelled_fit = (x[~held], labelled[~held]) if held.any() else (x, labelled)
+        clock = StepClock()
         fitted = fit_sequence(recipe, x_fit, labelled_fit,
                               unlabeled_rows(labelled_fit, self.scenario),
-                              resolve_device(self.device), self.progress)
+                              resolve_device(self.device), self.progress, clock)
+        self.timings_ = dict(clock.seconds)
         self.prior_ = fitted.prior.value
         if fitted.pseudo_labels is not None:
             self.pseudo_labels_ = fitted.pseudo_labels

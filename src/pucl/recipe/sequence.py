@@ -19,6 +19,7 @@ from pucl.recipe.classifier import fit_classifiers, reads_pseudo_labels
 from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
 from pucl.recipe.prior import Prior, prior_for, resolve_prior
 from pucl.recipe.pupl import fit_pseudo_labels, pupl_features
+from pucl.runtime.clock import StepClock
 
 
 @dataclass
@@ -28,34 +29,38 @@ class Fitted:
     pseudo_labels: np.ndarray | None  # PUPL's labels of the rows, when the head reads them
 
 
-def step(recipe: Recipe, run: Callable[[], object]):
-    """One step from the random state a stage process starts with."""
-    seed_everything(recipe.seed)
-    return run()
-
-
 def fit_sequence(recipe: Recipe, x: np.ndarray, labelled: np.ndarray, in_u: np.ndarray,
-                 device: torch.device, progress: bool = False) -> Fitted:
+                 device: torch.device, progress: bool = False,
+                 clock: StepClock | None = None) -> Fitted:
     """Prior, encoders, pseudo-labels (when the objective reads them) and heads from the
-    rows `x`, their PU labels (`labelled`) and which rows are unlabeled (`in_u`)."""
-    prior = step(recipe, lambda: resolve_prior(recipe, lambda: (x[in_u], x[labelled]), None,
+    rows `x`, their PU labels (`labelled`) and which rows are unlabeled (`in_u`). `clock`
+    records each step's cost under its name: prior, pretrain, pupl, classifier."""
+    clock = clock or StepClock()
+
+    def step(name: str, run: Callable[[], object]):
+        """One step from the random state a stage process starts with."""
+        with clock(name):
+            seed_everything(recipe.seed)
+            return run()
+
+    prior = step("prior", lambda: resolve_prior(recipe, lambda: (x[in_u], x[labelled]), None,
                                                progress, device))
     images, is_labeled = torch.from_numpy(x), torch.from_numpy(labelled)
     loss_prior = prior_for(recipe.pretrain.prior, prior)[0] if needs_prior(recipe) else None
     models, heads = [], []
     for seed in member_seeds(recipe):
-        model, result = step(recipe, lambda seed=seed: pretrain(
+        model, result = step("pretrain", lambda seed=seed: pretrain(
             recipe, images, is_labeled, loss_prior, seed, device, progress))
         models.append(model)
         heads.append(rebuild(result.classifier) if result.classifier else None)
     rows, pseudo = TrainingRows(np.arange(len(x)), labelled, in_u), None
     if reads_pseudo_labels(recipe):
-        labeller = step(recipe, lambda: fit_pseudo_labels(
+        labeller = step("pupl", lambda: fit_pseudo_labels(
             recipe, pupl_features(models[0], x, device), labelled, in_u, prior.value))
         pseudo = labeller.result_.labels
         rows = TrainingRows(rows.index, labelled, in_u, pseudo)
     head_prior = prior_for(recipe.classifier.prior, prior)[0]
-    _, fitted = step(recipe, lambda: fit_classifiers(recipe, models, x, rows, head_prior,
+    _, fitted = step("classifier", lambda: fit_classifiers(recipe, models, x, rows, head_prior,
                                                      device, heads, progress))
     members = [(model.eval(), member.head.eval())
                for model, member in zip(models, fitted, strict=True)]
