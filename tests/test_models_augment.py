@@ -129,22 +129,6 @@ def test_feature_noise_scales_with_each_feature_and_masks_to_the_mean():
     assert abs((half != x).float().mean().item() - 0.3) < 0.02
 
 
-def test_feature_swap_draws_each_value_from_its_own_column():
-    from pucl.data.augment import FeatureNoise
-
-    g = torch.Generator().manual_seed(0)
-    x = torch.arange(2000 * 3, dtype=torch.float32).view(2000, 3)  # every value distinct
-    swapped = FeatureNoise(noise=0.0, drop=0.0, swap=0.6)(x, g)
-    changed = swapped != x
-    # about the swap share is replaced (a donor may be the row itself: 1/2000)
-    assert abs(changed.float().mean().item() - 0.6) < 0.02
-    for j in range(3):  # a replaced value is the same feature of another row
-        assert set(swapped[:, j].tolist()) <= set(x[:, j].tolist())
-    # swap 0 draws what it drew before swap existed: the same views from the same seed
-    before = FeatureNoise(0.1, 0.1)(x, torch.Generator().manual_seed(3))
-    assert torch.equal(FeatureNoise(0.1, 0.1, 0.0)(x, torch.Generator().manual_seed(3)), before)
-
-
 def test_mlp_standardises_tabular_features_of_any_scale():
     model = ContrastiveModel("mlp", (5,), 32, 8).train()
     x = torch.randn(64, 5) * 1000.0 + 50.0
@@ -159,7 +143,7 @@ def test_make_augment_picks_by_input_kind():
     from pucl.recipe.settings import AugmentParams
 
     params = AugmentParams(degrees=0.0, hflip=0.5, feature_noise=0.2, feature_drop=0.0)
-    assert make_augment(params, tabular=True) == FeatureNoise(0.2, 0.0, 0.0)
+    assert make_augment(params, tabular=True) == FeatureNoise(0.2, 0.0)
     jitter = make_augment(params, tabular=False)
     assert isinstance(jitter, AffineJitter) and jitter.hflip == 0.5 and jitter.degrees == 0.0
 

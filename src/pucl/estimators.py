@@ -94,8 +94,11 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         for clothes or natural images.
     objective, head_epochs, head_lr, features, finetune_epochs, finetune_lr, neighbours
         The classifier (classifier.*): what the head learns from (pupl_ce, nnpu, upu,
-        naive_ce), its schedule, what it reads (encoder | trunk), end-to-end fine-tuning
-        (0 epochs: frozen) and neighbour smoothing (0: off).
+        dist_pu, naive_ce), its schedule, what it reads (encoder | trunk), end-to-end
+        fine-tuning (0 epochs: frozen) and neighbour smoothing (0: off). `objective` and
+        `finetune_epochs` default to auto, decided by the input (pucl.recipe.by_input):
+        for feature rows a Dist-PU head fine-tuned 20 epochs, for images a PUPL
+        cross-entropy head on the frozen encoder (reports/tabular).
     mirror : bool, default=False
         Images only: average each row's score with its mirror image's (evaluate.tta).
     shift : int, default=1
@@ -132,7 +135,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     prior_ : float
         The class prior used (estimated, or the given number).
     recipe_ : pucl.recipe.Recipe
-        Every setting the model was built with.
+        Every setting the model was built with, its `auto` settings decided for X.
     members_ : list of (model, head)
         Each encoder (with its projection head) and the classifier head on it.
     model_, head_ : the first member's.
@@ -360,7 +363,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.prior_ = fitted.prior.value
         if fitted.pseudo_labels is not None:
             self.pseudo_labels_ = fitted.pseudo_labels
-        self.recipe_, self.members_ = recipe, fitted.members
+        self.recipe_, self.members_ = fitted.recipe, fitted.members
         self.model_, self.head_ = self.members_[0]
         if held.any():
             self.estimates_ = self._estimates(self._scores(x[held]), s[held])

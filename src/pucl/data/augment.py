@@ -90,27 +90,18 @@ class AffineJitter:
 @dataclass(frozen=True)
 class FeatureNoise:
     """Augmentation of tabular rows [b, d]: Gaussian noise scaled by each feature's spread
-    in the batch, features masked to their batch mean with probability `drop`, and
-    features replaced with probability `swap` by the same feature of a random row of the
-    batch (a draw from its marginal: SCARF's corruption, Bahri et al. 2022)."""
+    in the batch, and features masked to their batch mean with probability `drop`."""
 
     noise: float = 0.1
     drop: float = 0.1
-    swap: float = 0.0
 
     def draw(self, shape: torch.Size, generator: torch.Generator,
              dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
-        """The noise, the drop mask's uniforms (when drop > 0), then the swap mask's
-        uniforms and donor rows (when swap > 0), for a batch of `shape`."""
-        device = generator.device
-        draws = [torch.randn(shape, generator=generator, dtype=dtype, device=device)]
-        if self.drop > 0:
-            draws.append(torch.rand(shape, generator=generator, device=device))
-        if self.swap > 0:
-            draws.append(torch.rand(shape, generator=generator, device=device))
-            draws.append(torch.randint(0, shape[0], shape, generator=generator,
-                                       device=device))
-        return tuple(draws)
+        """The noise and the drop mask's uniforms for a batch of `shape`."""
+        noise = torch.randn(shape, generator=generator, dtype=dtype, device=generator.device)
+        if self.drop <= 0:
+            return (noise,)
+        return noise, torch.rand(shape, generator=generator, device=generator.device)
 
     def apply(self, x: torch.Tensor, draws: tuple[torch.Tensor, ...]) -> torch.Tensor:
         std = x.std(dim=0, keepdim=True) if len(x) > 1 else torch.zeros_like(x[:1])
@@ -118,9 +109,6 @@ class FeatureNoise:
         if self.drop > 0:
             out = torch.where(draws[1] < self.drop, x.mean(dim=0, keepdim=True).expand_as(x),
                               out)
-        if self.swap > 0:
-            mask, donors = draws[-2:]
-            out = torch.where(mask < self.swap, x.gather(0, donors), out)
         return out
 
     def __call__(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -130,7 +118,7 @@ class FeatureNoise:
 def make_augment(params, tabular: bool) -> AffineJitter | FeatureNoise:
     """The augmentation for this kind of input from `pretrain.augment` params."""
     if tabular:
-        return FeatureNoise(params.feature_noise, params.feature_drop, params.feature_swap)
+        return FeatureNoise(params.feature_noise, params.feature_drop)
     fields = ("degrees", "translate", "scale_min", "scale_max", "brightness", "contrast",
               "hflip")
     return AffineJitter(**{f: getattr(params, f) for f in fields})

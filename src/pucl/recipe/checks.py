@@ -23,7 +23,7 @@ REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
     ("pretrain", "encoder", ENCODERS, ("auto",)),
     ("pretrain", "loss", CONTRASTIVE_LOSSES, ()),
     ("pupl", "method", PSEUDO_LABELLERS, ()),
-    ("classifier", "objective", CLASSIFIER_OBJECTIVES, ()),
+    ("classifier", "objective", CLASSIFIER_OBJECTIVES, ("auto",)),
 )
 
 

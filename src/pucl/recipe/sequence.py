@@ -15,6 +15,7 @@ from pucl.classify.heads import rebuild
 from pucl.classify.objectives import TrainingRows
 from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe, seed_everything
+from pucl.recipe.by_input import for_inputs
 from pucl.recipe.classifier import fit_classifiers, reads_pseudo_labels
 from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
 from pucl.recipe.prior import Prior, prior_for, resolve_prior
@@ -24,6 +25,7 @@ from pucl.runtime.clock import StepClock
 
 @dataclass
 class Fitted:
+    recipe: Recipe  # the recipe with its `auto` settings decided for these rows
     prior: Prior
     members: list[tuple[ContrastiveModel, nn.Module]]  # each encoder and its head, in eval
     pseudo_labels: np.ndarray | None  # PUPL's labels of the rows, when the head reads them
@@ -36,6 +38,7 @@ def fit_sequence(recipe: Recipe, x: np.ndarray, labelled: np.ndarray, in_u: np.n
     rows `x`, their PU labels (`labelled`) and which rows are unlabeled (`in_u`). `clock`
     records each step's cost under its name: prior, pretrain, pupl, classifier."""
     clock = clock or StepClock()
+    recipe = for_inputs(recipe, x.shape[1:])
 
     def step(name: str, run: Callable[[], object]):
         """One step from the random state a stage process starts with."""
@@ -64,4 +67,4 @@ def fit_sequence(recipe: Recipe, x: np.ndarray, labelled: np.ndarray, in_u: np.n
                                                      device, heads, progress))
     members = [(model.eval(), member.head.eval())
                for model, member in zip(models, fitted, strict=True)]
-    return Fitted(prior, members, pseudo)
+    return Fitted(recipe, prior, members, pseudo)

@@ -10,7 +10,7 @@ Pure: pydantic only, no files, so the core and the estimator can import it.
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -79,12 +79,10 @@ class AugmentParams(Section):
     contrast: float = Field(0.2, ge=0.0, le=1.0)
     hflip: float = Field(0.0, ge=0.0, le=1.0, description="probability of a horizontal mirror")
     # Tabular features (float [n, d] data, MLP encoder) get these instead of the above.
-    feature_noise: float = Field(0.1, ge=0.0, description="Gaussian noise, in feature stds")
-    feature_drop: float = Field(0.1, ge=0.0, lt=1.0,
+    # (reports/tabular: masking half the features, no noise, won the choice from P and U)
+    feature_noise: float = Field(0.0, ge=0.0, description="Gaussian noise, in feature stds")
+    feature_drop: float = Field(0.5, ge=0.0, lt=1.0,
                                 description="probability of masking a feature to its mean")
-    feature_swap: float = Field(0.0, ge=0.0, lt=1.0,
-                                description="probability of replacing a feature by another "
-                                            "row's (SCARF)")
 
 
 class PretrainParams(MethodSection):
@@ -138,8 +136,10 @@ class ClassifierParams(MethodSection):
     # an objective of pucl.classify.objectives.CLASSIFIER_OBJECTIVES: pupl_ce (cross-entropy
     # on the PUPL pseudo-labels, the paper's method); nnpu / upu (the PU risks, eq. 15 / 14,
     # on labelled P vs U; nnpu's settings in classifier.nnpu); naive_ce (U as negative);
-    # method_head (the classifier a whole training method learned: pretrain.method ncpu, ssc)
-    objective: str = "pupl_ce"
+    # method_head (the classifier a whole training method learned: pretrain.method ncpu, ssc);
+    # dist_pu (Dist-PU's label-distribution alignment); auto: by the kind of input
+    # (pucl.recipe.by_input: pupl_ce for images, dist_pu for feature rows)
+    objective: str = "auto"
     # nnpu / upu: the estimate_prior stage's value, the true prior of U (oracle,
     # benchmarks only), or a number in (0, 1).
     prior: Literal["estimate", "oracle"] | float = "estimate"
@@ -150,8 +150,11 @@ class ClassifierParams(MethodSection):
     # What the head reads: the encoder's output, or its convolutional trunk (LeNet-5's
     # 256-d features before its fully connected layers; other encoders have none).
     features: Literal["encoder", "trunk"] = "encoder"
-    # Fine-tune the whole network after the head: 0 keeps the encoder frozen.
-    finetune_epochs: int = Field(0, ge=0, description="epochs of end-to-end fine-tuning")
+    # Fine-tune the whole network after the head: 0 keeps the encoder frozen; auto: by the
+    # kind of input (pucl.recipe.by_input: 0 for images, 20 for feature rows)
+    finetune_epochs: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
+        "auto", description="epochs of end-to-end fine-tuning (auto: 0 for images, 20 for "
+        "feature rows)")
     finetune_lr: float = Field(5e-4, gt=0.0, description="fine-tuning learning rate")
     # Neighbour smoothing (pucl.classify.neighbours): a row's score becomes the mean of its
     # own and its k nearest training rows' scores. 0 keeps the head's own score.
@@ -196,7 +199,7 @@ def check_method_head(pretrain: PretrainParams, classifier: ClassifierParams) ->
         raise ValueError("classifier.objective 'method_head' needs pretrain.method ncpu or "
                          "ssc (contrastive pretraining learns no classifier; allowed "
                          "objectives: pupl_ce, nnpu, upu, naive_ce)")
-    if classifier.finetune_epochs:
+    if classifier.finetune_epochs not in (0, "auto"):
         raise ValueError("classifier.finetune_epochs must be 0 with objective 'method_head' "
                          "(the method already trained end to end)")
     if classifier.features != "encoder":

@@ -28,6 +28,7 @@ from pucl.classify.heads import describe
 from pucl.classify.objectives import TrainingRows
 from pucl.io import read_table, write_json, write_table, write_torch
 from pucl.recipe import Recipe
+from pucl.recipe.by_input import for_inputs
 from pucl.recipe.classifier import classifier_objective, fit_classifiers
 from pucl.runtime.device import resolve_device
 from pucl.stages._context import LABEL_COLUMNS, StageContext
@@ -47,8 +48,9 @@ def training_rows(ctx: StageContext, objective) -> TrainingRows:
 
 
 def run(ctx: StageContext) -> dict:
-    p = ctx.params.classifier
-    recipe = Recipe.of(ctx.params)
+    x_train = ctx.data().x_train
+    recipe = for_inputs(Recipe.of(ctx.params), x_train.shape[1:])
+    p = recipe.classifier
     objective = classifier_objective(recipe)
     prior, source = ctx.class_prior(p.prior) if objective.needs_prior else (None, None)
     pretrained = ctx.path("pretrain", "model.pt")
@@ -58,7 +60,7 @@ def run(ctx: StageContext) -> dict:
             print(f"pucl train_classifier: member {k + 1} of {n}", file=sys.stderr)
 
     targets, members = fit_classifiers(
-        recipe, load_models(pretrained), ctx.data().x_train, training_rows(ctx, objective),
+        recipe, load_models(pretrained), x_train, training_rows(ctx, objective),
         prior, resolve_device(ctx.params.base.device), load_method_heads(pretrained),
         ctx.progress, announce)
     scores = np.mean([m.head.positive_score(m.features) for m in members], axis=0)

@@ -1,0 +1,53 @@
+"""Settings left at `auto` that depend on the kind of input, decided in one place.
+
+Feature rows `[n, d]` (tabular data) and images `[n, c, h, w]` want different recipes:
+on images the paper's recipe (a PUPL cross-entropy head on a frozen encoder) stays the
+default; on feature tables a Dist-PU head fine-tuned with the encoder for 20 epochs won
+the tabular benchmark's choice from P and U alone (reports/tabular). Methods that train
+their own classifier (pretrain.method ncpu, ssc) take it as their head on any input.
+
+`for_inputs(recipe, in_shape)` gives the recipe with every such `auto` replaced; the
+estimator and the train_classifier stage call it with the data's shape, so both build
+the same model. The encoder's `auto` (pucl.recipe.pretraining.resolve_encoder) reads the
+shape where the model is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from pucl.recipe import Recipe
+
+AUTO = "auto"
+# What `auto` means for each kind of input (classifier.* settings).
+RULES: dict[str, dict[str, Any]] = {
+    "features": {"objective": "dist_pu", "finetune_epochs": 20},
+    "images": {"objective": "pupl_ce", "finetune_epochs": 0},
+    "method_head": {"objective": "method_head", "finetune_epochs": 0},
+}
+
+
+def input_kind(in_shape: Sequence[int]) -> str:
+    """features for rows of numbers [d], images for [h, w] or [c, h, w]."""
+    return "features" if len(in_shape) == 1 else "images"
+
+
+def rule_for(recipe: Recipe, in_shape: Sequence[int]) -> str:
+    """The RULES entry for this recipe and input: a method that trains its own classifier
+    keeps it; otherwise the input's kind decides."""
+    if recipe.pretrain.method != "contrastive":
+        return "method_head"
+    return input_kind(in_shape)
+
+
+def for_inputs(recipe: Recipe, in_shape: Sequence[int]) -> Recipe:
+    """`recipe` with the classifier's `auto` settings decided for inputs of `in_shape`
+    (one row's shape); settings given a value keep it."""
+    rule = RULES[rule_for(recipe, in_shape)]
+    chosen = {name: value for name, value in rule.items()
+              if getattr(recipe.classifier, name) == AUTO}
+    if not chosen:
+        return recipe
+    return replace(recipe, classifier=recipe.classifier.model_copy(update=chosen))

@@ -1,0 +1,41 @@
+"""The settings left at auto that the kind of input decides (pucl.recipe.by_input)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pucl.recipe import Recipe
+from pucl.recipe.by_input import for_inputs
+
+
+@pytest.mark.parametrize("shape, objective, epochs", [
+    ((12,), "dist_pu", 20),          # feature rows: the tabular benchmark's choice
+    ((28, 28), "pupl_ce", 0),        # greyscale images: the paper's recipe, as before
+    ((3, 32, 32), "pupl_ce", 0),
+])
+def test_auto_takes_the_recipe_of_the_input_kind(shape, objective, epochs):
+    recipe = for_inputs(Recipe(), shape)
+    assert (recipe.classifier.objective, recipe.classifier.finetune_epochs) == \
+        (objective, epochs)
+
+
+def test_a_given_setting_is_kept_whatever_the_input():
+    given = Recipe.from_settings({"classifier.objective": "nnpu"})
+    decided = for_inputs(given, (12,))
+    assert decided.classifier.objective == "nnpu"
+    assert decided.classifier.finetune_epochs == 20  # the other one was left at auto
+    fixed = Recipe.from_settings({"classifier.finetune_epochs": 3})
+    assert for_inputs(fixed, (28, 28)).classifier.finetune_epochs == 3
+
+
+def test_a_method_that_trains_its_own_classifier_keeps_it():
+    recipe = Recipe.from_settings({"pretrain.method": "ncpu"})
+    decided = for_inputs(recipe, (12,))
+    assert (decided.classifier.objective, decided.classifier.finetune_epochs) == \
+        ("method_head", 0)
+
+
+def test_the_defaults_leave_both_to_the_input():
+    # params.yaml's defaults say auto, so one recipe serves images and tables
+    assert (Recipe().classifier.objective, Recipe().classifier.finetune_epochs) == \
+        ("auto", "auto")
