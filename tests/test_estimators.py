@@ -102,6 +102,16 @@ def test_pu_classifier_is_deterministic_for_a_seed_and_takes_a_given_prior():
     np.testing.assert_array_equal(first.predict_proba(x), again.predict_proba(x))
 
 
+def test_max_unlabeled_caps_the_rows_of_u_that_fit_reads():
+    x, _, s = tabular_pu(600, seed=3)
+    clf = PUClassifier(prior=0.4, epochs=1, head_epochs=5, objective="pupl_ce",
+                       scenario="single_dataset", max_unlabeled=200).fit(x, s)
+    # pseudo-labels cover the rows fit read: 200 of U and every labelled positive
+    assert len(clf.pseudo_labels_) == 200 + s.sum()
+    with pytest.raises(ValueError, match="max_unlabeled must be an integer of at least 100"):
+        PUClassifier(max_unlabeled=10).fit(x, s)
+
+
 def test_a_saved_estimator_loads_whole_and_pucl_predict_scores_with_it(tmp_path):
     """`save` writes tensors and plain values: `load` (weights-only) gives back the same
     probabilities, labels, classes, prior, pseudo-labels and parameters, and `pucl

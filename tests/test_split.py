@@ -132,3 +132,20 @@ def test_a_validation_part_too_small_to_estimate_from_is_refused_with_its_counts
     tiny = PUSplit(labeled=labeled[:170], in_u=~labeled[:170])  # 150 P, 20 others
     with pytest.raises(DataError, match=r"\(allowed: 0: this split has too few rows"):
         validation_rows(tiny, 0.5, np.random.default_rng(0))
+
+
+def test_u_is_capped_by_a_uniform_draw_that_keeps_every_labelled_positive():
+    from pucl.data.split import PUSplit, cap_unlabeled
+
+    rng = np.random.default_rng(0)
+    labeled = rng.random(20_000) < 0.1
+    split = PUSplit(labeled=labeled, in_u=np.ones(20_000, bool))  # case-control: U is all
+    capped = cap_unlabeled(split, 5_000, np.random.default_rng(1))
+    assert capped.in_u.sum() == 5_000 and np.array_equal(capped.labeled, labeled)
+    # a uniform draw of all rows: labelled rows make up U's share as before (0.1)
+    assert abs(labeled[capped.in_u].mean() - labeled.mean()) < 0.015
+    # under the cap (or with none) the split is the same object and nothing is drawn
+    untouched = np.random.default_rng(2)
+    assert cap_unlabeled(split, 20_000, untouched) is split
+    assert cap_unlabeled(split, None, untouched) is split
+    assert untouched.random() == np.random.default_rng(2).random()

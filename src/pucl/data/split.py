@@ -138,6 +138,19 @@ def _subsample_to_prior(
     return keep
 
 
+def cap_unlabeled(split: PUSplit, most: int | None, rng: np.random.Generator) -> PUSplit:
+    """`split` with U cut to at most `most` rows: a uniform draw of U's rows (labelled
+    rows of a case-control U included, at the same chance, so U stays a sample of all
+    the data); every labelled positive stays labelled. No draw when U is within `most`
+    (None: no cap), so a split under the cap is the same with or without it."""
+    rows = np.flatnonzero(split.in_u)
+    if most is None or len(rows) <= most:
+        return split
+    in_u = np.zeros_like(split.in_u)
+    in_u[rng.choice(rows, size=most, replace=False)] = True
+    return PUSplit(labeled=split.labeled, in_u=in_u)
+
+
 def validation_counts(n_labelled: int, n_other: int, fraction: float, labelled_in_u: bool
                       ) -> tuple[int, int]:
     """(labelled positives, members of U) a validation part of `fraction` holds out of a

@@ -34,6 +34,11 @@ class SplitParams(Section):
     # the share of labelled positives and of the other rows set aside for the label-free
     # validation estimates (pucl.evaluation.label_free); no training step sees them. 0: none
     val_fraction: float = Field(0.1, ge=0.0, le=0.5, description="validation share")
+    # U's rows at most: above it, training reads a seeded uniform subsample of U (every
+    # labelled positive kept), so that the cost of a fit stops growing with the rows
+    # (reports/tabular, scale). null: all of U
+    max_unlabeled: int | None = Field(100_000, ge=100, description="rows of U at most "
+                                      "(a seeded subsample above; null: all)")
 
 
 class MethodSection(Section):

@@ -12,7 +12,13 @@ import numpy as np
 import pandas as pd
 
 from pucl.data.catalog import dataset_spec
-from pucl.data.split import PUSplit, given_pu_split, make_pu_split, validation_rows
+from pucl.data.split import (
+    PUSplit,
+    cap_unlabeled,
+    given_pu_split,
+    make_pu_split,
+    validation_rows,
+)
 from pucl.errors import ParamsError
 from pucl.io import write_json, write_table
 from pucl.stages._context import StageContext
@@ -41,6 +47,7 @@ def run(ctx: StageContext) -> dict:
     else:
         split = make_pu_split(labels, task.positive, p.split.n_p, p.split.scenario, rng,
                               prior=p.split.prior)
+    split = cap_unlabeled(split, p.split.max_unlabeled, rng)  # draws only above the cap
     # drawn after the split, so that val_fraction 0 leaves the split as it was
     held = validation_rows(split, p.split.val_fraction, rng)
     y = np.where(labels < 0, -1, task.binarize(labels))  # -1: label unknown
