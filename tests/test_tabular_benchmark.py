@@ -98,3 +98,12 @@ def test_the_choice_reads_only_choose_rows_validation_estimates(bench):
         "val_est_accuracy": [0.9, 0.7, 0.85, 0.84, np.nan, np.nan],
         "accuracy": [0.5, 0.5, 0.6, 0.6, 0.99, 0.1]})
     assert bench.chosen(frame) == "b"  # 0.845 > 0.80; test accuracy plays no part
+
+
+def test_scale_slopes_read_the_power_of_the_rows():
+    scale = importlib.import_module("benchmarks.tabular_scale")
+    rows = np.array([1e4, 1e5, 1e6])
+    frame = pd.DataFrame({"rows": np.r_[rows, rows], "step": ["a"] * 3 + ["b"] * 3,
+                          "seconds": np.r_[2e-3 * rows, 1e-6 * rows ** 2]})
+    found = scale.slopes(frame).set_index(["step", "to_rows"]).slope
+    assert found.loc["a"].tolist() == [1.0, 1.0] and found.loc["b"].tolist() == [2.0, 2.0]
