@@ -12,7 +12,9 @@ it only when its own code changes):
   and smoothed as asked (pucl.classify.fit);
 - `scoring.view_features` and `scoring.member_scores`: scores over members and
   test-time views (evaluate.tta, evaluate.tta_shift).
-`checks` validates a recipe's registry choices and sub-sections as params.yaml's are.
+`checks` validates a recipe's registry choices and sub-sections as params.yaml's are;
+`by_input.for_inputs` decides the settings left at `auto` by the kind of input (feature
+rows or images).
 
 Every step that draws random numbers seeds what it draws from, so a step gives the same
 result whether it runs in a stage process of its own or after the others in memory.
