@@ -122,6 +122,12 @@ _HEAD = {"pupl_ce": {"objective": "pupl_ce", "finetune_epochs": 0},
          "dist_pu_ft20": {"objective": "dist_pu", "finetune_epochs": 20}}
 CANDIDATES = {f"{a}+{h}": {**aug, **head} for a, aug in _AUGMENT.items()
               for h, head in _HEAD.items()}
+# Second round, over the first round's winner: three encoders averaged, a longer
+# fine-tuning, a longer pretraining.
+_WINNER = CANDIDATES["mask50+dist_pu_ft20"]
+CANDIDATES.update({"mask50+dist_pu_ft20+m3": {**_WINNER, "members": 3},
+                   "mask50+dist_pu_ft40": {**_WINNER, "finetune_epochs": 40},
+                   "mask50+dist_pu_ft20+pt100": {**_WINNER, "epochs": 100}})
 
 
 def pu_rows(table: str, seed: int):
