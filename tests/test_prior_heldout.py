@@ -195,7 +195,8 @@ def test_restarts_average_whole_estimates_the_first_with_the_runs_seed():
     assert len({e.prior_ for e in alone}) > 1
     # each restart's own details stay with it; only averages stand at the top
     assert listed[0] == {"prior": alone[0].prior_, **alone[0].details_}
-    assert set(averaged.details_) == {"dedpul_cvir", "restarts", "restart_estimates"}
+    assert set(averaged.details_) == {"dedpul_cvir", "restarts", "restart_estimates",
+                                      "prior_std", "prior_restart_std"}
     single = PRIOR_ESTIMATORS.create("tedn", random_state=4, restarts=1, **settings)
     assert single.fit(unlabeled, positive).prior_ == alone[0].prior_
     assert "restart_estimates" not in single.details_

@@ -39,6 +39,7 @@ from pucl.errors import DataError, ParamsError
 from pucl.evaluation.label_free import validation_metrics
 from pucl.io import jsonable, read_torch, write_torch
 from pucl.recipe import Recipe
+from pucl.recipe.prior import error_allowed, half_width
 from pucl.recipe.scoring import member_scores, view_features
 from pucl.recipe.sequence import fit_sequence
 from pucl.recipe.settings import (
@@ -148,6 +149,12 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     model_, head_ : the first member's.
     pseudo_labels_ : ndarray
         PUPL's labels of the training rows, when the objective reads them.
+    prior_std_ : float or None
+        The estimated prior's standard deviation, from a bootstrap of the estimator's
+        held-out scores (and its restarts); None for a given prior or an estimator that
+        measures none. Where 1.96 times it exceeds evaluate.prior_error, `fit` warns
+        (pucl.recipe.prior.PriorUncertainWarning) and `estimates_`' intervals cover that
+        wider error.
     timings_ : dict
         Seconds `fit` spent in each step: prior, pretrain (every encoder), pupl (when the
         objective reads pseudo-labels), classifier.
@@ -382,6 +389,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                               resolve_device(self.device), self.progress, clock)
         self.timings_ = dict(clock.seconds)
         self.prior_ = fitted.prior.value
+        self.prior_std_ = fitted.prior.details.get("prior_std")
         if fitted.pseudo_labels is not None:
             self.pseudo_labels_ = fitted.pseudo_labels
         self.recipe_, self.members_ = fitted.recipe, fitted.members
@@ -410,9 +418,15 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                              f"labelled positives and {MIN_VALIDATION_ROWS} unlabeled rows, "
                              f"got {int(labelled.sum())} and {int(in_u.sum())}")
         found = validation_metrics(scores[labelled], scores[in_u], float(self.prior_),
-                                   self.recipe_.evaluate.prior_error, seed=self.recipe_.seed)
+                                   self._prior_error(), seed=self.recipe_.seed)
         return {key: float(value) for key, value in found.items()
                 if key.startswith(("val_est_", "val_n_"))}
+
+    def _prior_error(self) -> float:
+        """The prior error the intervals cover: evaluate.prior_error, or the estimate's
+        own half-width where wider."""
+        return error_allowed(self.recipe_.evaluate.prior_error,
+                             half_width({"prior_std": getattr(self, "prior_std_", None)}))
 
     # -- prediction ----------------------------------------------------------------------
 
@@ -454,7 +468,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             "format": SAVED_FORMAT, "version": SAVED_VERSION,
             "params": jsonable(self.get_params(deep=False)), "recipe": self.recipe_.to_dict(),
             "seed": self.recipe_.seed, "classes": self.classes_.tolist(),
-            "prior": float(self.prior_), "n_features_in": int(self.n_features_in_),
+            "prior": float(self.prior_), "prior_std": getattr(self, "prior_std_", None),
+            "n_features_in": int(self.n_features_in_),
             "feature_names_in": (self.feature_names_in_.tolist()
                                  if hasattr(self, "feature_names_in_") else None),
             "members": [{"model": describe_model(model), "head": describe(head)}
@@ -496,6 +511,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         estimator.recipe_ = Recipe.from_dict(state["recipe"], state["seed"])
         estimator.classes_ = np.asarray(state["classes"])
         estimator.prior_ = state["prior"]
+        estimator.prior_std_ = state.get("prior_std")  # files saved before it have none
         estimator.n_features_in_ = state["n_features_in"]
         if state["feature_names_in"] is not None:
             estimator.feature_names_in_ = np.asarray(state["feature_names_in"], dtype=object)

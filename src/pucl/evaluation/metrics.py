@@ -92,10 +92,15 @@ def prototype_bias(views: np.ndarray, labels: np.ndarray) -> float:
     return float(gaps.mean())
 
 
-def prior_metrics(estimate: float, truth: float | None) -> dict[str, float]:
-    """The prior used, and beside it the true prior and the error where U's labels are
-    known."""
-    if truth is None:
-        return {"prior_estimate": estimate}
-    return {"prior_estimate": estimate, "prior_true": truth,
-            "prior_abs_error": abs(estimate - truth)}
+def prior_metrics(estimate: float, truth: float | None, halfwidth: float | None = None
+                  ) -> dict[str, float]:
+    """The prior used; its 95% interval where the estimator measured its spread
+    (`prior_estimate_low` / `_high`, inside [0, 1]); the true prior and the error where
+    U's labels are known."""
+    out = {"prior_estimate": estimate}
+    if halfwidth is not None:
+        out.update(prior_estimate_low=max(estimate - halfwidth, 0.0),
+                   prior_estimate_high=min(estimate + halfwidth, 1.0))
+    if truth is not None:
+        out.update(prior_true=truth, prior_abs_error=abs(estimate - truth))
+    return out

@@ -34,3 +34,6 @@ class TEDn(HeldOutEstimator):
         prior, details = bbe_from_scores(scores, self.gamma, self.delta)
         dedpul, _ = dedpul_from_scores(scores, self.bandwidth_u, self.bandwidth_p)
         return prior, {**details, "dedpul_cvir": dedpul}
+
+    def _point(self, scores: HeldOutScores) -> float:
+        return bbe_from_scores(scores, self.gamma, self.delta)[0]

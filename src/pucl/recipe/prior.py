@@ -20,12 +20,51 @@ from pucl.errors import DataError, ParamsError
 from pucl.prior import PRIOR_ESTIMATORS
 from pucl.recipe import Recipe, entry_settings
 
+# A normal 95% interval: the estimate +- this many of its standard deviations.
+Z_95 = 1.96
+
+
+class PriorUncertainWarning(UserWarning):
+    """The class prior's own 95% half-width exceeds evaluate.prior_error."""
+
 
 @dataclass(frozen=True)
 class Prior:
     value: float
     source: str  # given | oracle | the estimator's name (logged, so oracle is never hidden)
     details: dict = field(default_factory=dict)  # the estimator's own (restarts, folds, ...)
+
+    @property
+    def halfwidth(self) -> float | None:
+        """The estimate's 95% half-width from its measured spread (details' prior_std: a
+        bootstrap of the held-out estimators' scores, and their restarts); None where the
+        estimator measures none, or the prior was given."""
+        return half_width(self.details)
+
+
+def half_width(details: dict) -> float | None:
+    """Z_95 x the estimator's prior_std, from a Prior's details or a prior.json."""
+    std = details.get("prior_std")
+    return None if std is None else Z_95 * float(std)
+
+
+def error_allowed(stated: float, halfwidth: float | None) -> float:
+    """The prior error the label-free intervals cover: evaluate.prior_error, or the
+    estimate's own half-width where that is wider."""
+    return max(stated, halfwidth or 0.0)
+
+
+def uncertainty_warning(value: float, halfwidth: float | None, stated: float,
+                        n_positive: int | None = None) -> str | None:
+    """One line when the estimate's half-width exceeds evaluate.prior_error (what the
+    intervals would otherwise assume), else None."""
+    if halfwidth is None or halfwidth <= stated:
+        return None
+    rows = f" from {n_positive} labelled positives" if n_positive else ""
+    return (f"the class prior {value:.3f} is uncertain{rows}: +-{halfwidth:.3f} (95%, the "
+            f"estimator's bootstrap) against the +-{stated:.3f} of evaluate.prior_error; the "
+            "estimates' intervals are widened to it. More labelled positives narrow it; a "
+            "known prior can be given (prior.method: given)")
 
 
 def estimate_prior(recipe: Recipe, unlabeled: np.ndarray, positive: np.ndarray,

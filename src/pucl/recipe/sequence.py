@@ -4,6 +4,7 @@ state a stage process starts with (`seed_everything`), so the model is the pipel
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,7 +19,13 @@ from pucl.recipe import Recipe, seed_everything
 from pucl.recipe.by_input import for_inputs
 from pucl.recipe.classifier import fit_classifiers, reads_pseudo_labels
 from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
-from pucl.recipe.prior import Prior, prior_for, resolve_prior
+from pucl.recipe.prior import (
+    Prior,
+    PriorUncertainWarning,
+    prior_for,
+    resolve_prior,
+    uncertainty_warning,
+)
 from pucl.recipe.pupl import fit_pseudo_labels, pupl_features
 from pucl.runtime.clock import StepClock
 
@@ -48,6 +55,10 @@ def fit_sequence(recipe: Recipe, x: np.ndarray, labelled: np.ndarray, in_u: np.n
 
     prior = step("prior", lambda: resolve_prior(recipe, lambda: (x[in_u], x[labelled]), None,
                                                progress, device))
+    said = uncertainty_warning(prior.value, prior.halfwidth, recipe.evaluate.prior_error,
+                               int(labelled.sum()))
+    if said:  # at the start, before the long steps: the estimates read this prior
+        warnings.warn(PriorUncertainWarning(said), stacklevel=3)
     images, is_labeled = torch.from_numpy(x), torch.from_numpy(labelled)
     loss_prior = prior_for(recipe.pretrain.prior, prior)[0] if needs_prior(recipe) else None
     models, heads = [], []

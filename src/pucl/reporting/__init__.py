@@ -1,0 +1,2 @@
+"""Run reporting: comparison tables of MLflow runs, the evaluate stage's files and the
+pipeline's figures."""

@@ -9,11 +9,12 @@ reporting and never read by the method.
 
 from __future__ import annotations
 
+import sys
 import time
 
 from pucl.io import write_json
 from pucl.recipe import Recipe
-from pucl.recipe.prior import resolve_prior
+from pucl.recipe.prior import resolve_prior, uncertainty_warning
 from pucl.runtime.device import resolve_device
 from pucl.stages._context import PRIOR_REPORT, StageContext
 
@@ -37,9 +38,16 @@ def run(ctx: StageContext) -> dict:
 
     prior = resolve_prior(Recipe.of(ctx.params), rows, prior_true, ctx.progress,
                           resolve_device(ctx.params.base.device))
+    stated = ctx.params.evaluate.prior_error
+    said = uncertainty_warning(prior.value, prior.halfwidth, stated,
+                               int((train["pu"] == 1).sum()))
+    if said:  # never silent: the estimates read this prior (docs/prior.md)
+        print(f"pucl estimate_prior: WARNING: {said}", file=sys.stderr)
     report = {"method": p.method, "prior_true": prior_true, "oracle": p.method == "oracle",
               **prior.details, "prior": prior.value,
-              "abs_error": abs(prior.value - prior_true) if prior_true is not None else None}
+              "abs_error": abs(prior.value - prior_true) if prior_true is not None else None,
+              **({"prior_halfwidth": prior.halfwidth, "prior_uncertain": int(bool(said))}
+                 if prior.halfwidth is not None else {})}
     # prior.json holds no clock time: every later stage depends on it, and DVC would see
     # an unchanged estimate as changed; the time goes to MLflow with the metrics
     write_json(ctx.path("prior", PRIOR_REPORT), report)

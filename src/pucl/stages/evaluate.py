@@ -18,6 +18,7 @@ from pucl.io import read_table, write_json
 from pucl.models.features import embed
 from pucl.recipe import Recipe
 from pucl.recipe.diagnostics import ablation_metrics, oracle_metrics, representation_metrics
+from pucl.recipe.prior import error_allowed, half_width
 from pucl.recipe.scoring import member_scores, view_features
 from pucl.recipe.served import served_classifier
 from pucl.reporting.evaluation import (
@@ -57,8 +58,10 @@ def run(ctx: StageContext) -> dict:
         in_u = val["in_u"].to_numpy()
         metrics.update(validation_metrics(
             val_score[val["pu"].to_numpy() == 1], val_score[in_u], float(prior["prior"]),
-            p.prior_error, val["y"].to_numpy()[in_u], ctx.params.base.seed))
-    metrics.update(**prior_metrics(prior["prior"], prior.get("prior_true")), n_test=len(test),
+            error_allowed(p.prior_error, half_width(prior)), val["y"].to_numpy()[in_u],
+            ctx.params.base.seed))
+    metrics.update(**prior_metrics(prior["prior"], prior.get("prior_true"), half_width(prior)),
+                   n_test=len(test),
                    kmeans_potential=ctx.read_json("pupl", "summary.json")["potential"])
     if len(test):
         x_eval = data.x_test[test["index"].to_numpy()]

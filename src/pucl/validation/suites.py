@@ -19,7 +19,8 @@ REQUIRED_METRICS = ("accuracy", "f1", "precision", "recall", "roc_auc")
 # ... and where the data has no labelled test rows: the label-free validation estimates
 ESTIMATED_METRICS = ("val_est_accuracy", "val_est_auc", "val_est_f1")
 BOUNDED_METRICS = ("accuracy", "accuracy_unsmoothed", "f1", "precision", "recall", "roc_auc",
-                   "prior_estimate", "prior_true", "prior_abs_error", "pseudo_label_accuracy",
+                   "prior_estimate", "prior_estimate_low", "prior_estimate_high", "prior_true",
+                   "prior_abs_error", "pseudo_label_accuracy",
                    "knn_accuracy", "knn_accuracy_inputs", *ESTIMATED_METRICS)
 
 
