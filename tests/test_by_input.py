@@ -8,15 +8,16 @@ from pucl.recipe import Recipe
 from pucl.recipe.by_input import for_inputs
 
 
-@pytest.mark.parametrize("shape, objective, epochs", [
-    ((12,), "dist_pu", 20),          # feature rows: the tabular benchmark's choice
-    ((28, 28), "pupl_ce", 0),        # greyscale images: the paper's recipe, as before
-    ((3, 32, 32), "pupl_ce", 0),
+@pytest.mark.parametrize("shape, pretrain_epochs, objective, epochs", [
+    ((12,), 100, "dist_pu", 20),       # feature rows: the tabular benchmark's choice
+    ((28, 28), 50, "pupl_ce", 0),      # greyscale images: the paper's recipe, as before
+    ((3, 32, 32), 50, "pupl_ce", 0),
 ])
-def test_auto_takes_the_recipe_of_the_input_kind(shape, objective, epochs):
+def test_auto_takes_the_recipe_of_the_input_kind(shape, pretrain_epochs, objective, epochs):
     recipe = for_inputs(Recipe(), shape)
-    assert (recipe.classifier.objective, recipe.classifier.finetune_epochs) == \
-        (objective, epochs)
+    assert (recipe.pretrain.epochs, recipe.classifier.objective,
+            recipe.classifier.finetune_epochs) == (pretrain_epochs, objective, epochs)
+    assert for_inputs(recipe, shape) == recipe  # deciding twice changes nothing
 
 
 def test_a_given_setting_is_kept_whatever_the_input():
@@ -24,8 +25,9 @@ def test_a_given_setting_is_kept_whatever_the_input():
     decided = for_inputs(given, (12,))
     assert decided.classifier.objective == "nnpu"
     assert decided.classifier.finetune_epochs == 20  # the other one was left at auto
-    fixed = Recipe.from_settings({"classifier.finetune_epochs": 3})
+    fixed = Recipe.from_settings({"classifier.finetune_epochs": 3, "pretrain.epochs": 7})
     assert for_inputs(fixed, (28, 28)).classifier.finetune_epochs == 3
+    assert for_inputs(fixed, (12,)).pretrain.epochs == 7
 
 
 def test_a_method_that_trains_its_own_classifier_keeps_it():
@@ -37,5 +39,5 @@ def test_a_method_that_trains_its_own_classifier_keeps_it():
 
 def test_the_defaults_leave_both_to_the_input():
     # params.yaml's defaults say auto, so one recipe serves images and tables
-    assert (Recipe().classifier.objective, Recipe().classifier.finetune_epochs) == \
-        ("auto", "auto")
+    assert (Recipe().pretrain.epochs, Recipe().classifier.objective,
+            Recipe().classifier.finetune_epochs) == ("auto", "auto", "auto")

@@ -89,8 +89,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     proj_hidden, members
         Pretraining (pretrain.*): the contrastive objective, the encoder (auto: mlp for
         feature rows, lenet5 for greyscale images of 20 to 64 px a side, cnn7 for
-        others), its schedule, and the number of encoders (seeds random_state, +1, ...)
-        whose scores are averaged.
+        others), its schedule (`epochs` auto: 50 for images, 100 for feature rows), and
+        the number of encoders (seeds random_state, +1, ...) whose scores are averaged.
     augment : dict, default=None
         Changes to the pretraining augmentations (pretrain.augment), e.g. {"hflip": 0.5}
         for clothes or natural images.
@@ -167,7 +167,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, prior: str | float = _PRIOR.method, loss: str = _PRETRAIN.loss,
-                 encoder: str = _PRETRAIN.encoder, epochs: int = _PRETRAIN.epochs,
+                 encoder: str = _PRETRAIN.encoder, epochs: int | str = _PRETRAIN.epochs,
                  batch_size: int = _PRETRAIN.batch_size, lr: float = _PRETRAIN.lr,
                  weight_decay: float = _PRETRAIN.weight_decay,
                  temperature: float = _PRETRAIN.temperature,

@@ -12,6 +12,7 @@ from pucl.losses import CONTRASTIVE_LOSSES
 from pucl.models import ContrastiveModel
 from pucl.pretraining import PRETRAINING_METHODS, PretrainJob, PretrainResult
 from pucl.recipe import Recipe, entry_settings
+from pucl.recipe.by_input import for_inputs
 from pucl.runtime.device import seeded_generator
 
 # LeNet-5 takes greyscale images of any side it can convolve twice (20 pixels) and stays
@@ -90,6 +91,7 @@ def pretrain(recipe: Recipe, images: torch.Tensor, is_labeled: torch.Tensor,
              ) -> tuple[ContrastiveModel, PretrainResult]:
     """One encoder + projection head, pretrained with `seed` (weights, batches and
     augmentations); `resume` / `on_epoch`: the checkpoint contract of the training loop."""
+    recipe = for_inputs(recipe, tuple(images.shape[1:]))  # pretrain.epochs: auto
     p = recipe.pretrain
     torch.manual_seed(seed)  # weights initialise identically on every run
     model = contrastive_model(recipe, images.shape[1:])
