@@ -86,7 +86,7 @@ def make_project(dest: Path, params: dict | None = None) -> Path:
     dataset, the DVC remote's config) as a git + DVC repo."""
     dest.mkdir(parents=True)
     for name in ("src", "dvc.yaml", ".dvcignore", "pyproject.toml",
-                 "prefect.yaml"):
+                 "prefect.yaml", "prefect-automations.yaml"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -6,6 +6,7 @@ is read back from the Prefect API (over HTTP) and the project's own MLflow store
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -60,6 +61,7 @@ def pool(tmp_path_factory):
             time.sleep(1)
         shell("prefect work-pool create gpu --type process", root, env)
         shell("prefect --no-prompt deploy --all", root, env)
+        shell("prefect automation create --from-file prefect-automations.yaml", root, env)
         yield root, env
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -93,6 +95,7 @@ def run_on_the_worker(deployment: str, root: Path, env: dict) -> tuple[dict, str
 def test_docs_gpu_md_names_the_commands_these_tests_run():
     block = (ROOT / "docs/gpu.md").read_text().split("## A Prefect GPU work pool")[1]
     for command in ("prefect work-pool create gpu --type process", "prefect deploy --all",
+                    "prefect automation create --from-file prefect-automations.yaml",
                     "prefect worker start --pool gpu",
                     "prefect deployment run pucl-pipeline/pipeline-gpu",
                     "prefect deployment run pucl-retrain/retrain-gpu",
@@ -206,3 +209,91 @@ def test_two_checkouts_share_one_champion_through_an_mlflow_server(pool, mlflow_
     # each worker wrote its run folders into its own checkout, nothing into the other's
     assert not (second / "data/runs").exists() or not any(
         (second / "data/runs").rglob("metrics.json"))
+
+
+def test_the_crash_automation_outwaits_the_deployments_heartbeats():
+    """prefect-automations.yaml marks a run CRASHED after `within` seconds without a
+    heartbeat: at least three of the beats prefect.yaml's deployments send, or a slow
+    beat would crash a live run."""
+    from prefect.events.schemas.automations import AutomationCore
+
+    (spec,) = yaml.safe_load((ROOT / "prefect-automations.yaml").read_text())["automations"]
+    automation = AutomationCore.model_validate(spec)
+    assert automation.actions[0].state.value == "CRASHED"
+    deployments = yaml.safe_load((ROOT / "prefect.yaml").read_text())["deployments"]
+    beats = {int(d["work_pool"]["job_variables"]["env"]["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"])
+             for d in deployments}
+    assert automation.trigger.within.total_seconds() >= 3 * max(beats)
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every process under it, as a machine that loses power."""
+    import psutil
+
+    root = psutil.Process(pid)
+    for process in [*root.children(recursive=True), root]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+
+
+def wait_for(check, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"waited {seconds} s for {what}"
+        time.sleep(1)
+    return found
+
+
+def stop_worker(worker: subprocess.Popen, how: str) -> None:
+    if how == "sigterm":  # `kill PID`, a service manager's stop
+        worker.send_signal(signal.SIGTERM)
+    else:  # the machine gone: the worker and its flow's process with it
+        kill_tree(worker.pid)
+    worker.wait(timeout=60)
+
+
+@pytest.mark.slow  # a Prefect server, a worker killed mid-run, 90 s of silence, a rerun
+@pytest.mark.parametrize("how", ["sigkill", "sigterm"])
+def test_a_killed_worker_leaves_a_crashed_run_and_the_next_run_completes_elsewhere(pool, how):
+    """A worker killed mid-run: the Prefect server marks its flow run CRASHED once the
+    heartbeats stop (prefect-automations.yaml), and the next run, on another worker,
+    completes and closes the MLflow runs the dead one left RUNNING (KILLED, with the
+    reason). SIGTERM is no kinder than SIGKILL here: Prefect's process worker stops at
+    once and its flow's process ends with it, unwound or not (measured with Prefect
+    3.8.8: the flow run and its MLflow runs stayed RUNNING)."""
+    root, env = pool
+    api = env["PREFECT_API_URL"]
+    client = MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    made = shell(f"prefect deployment run pucl-pipeline/pipeline-gpu -p '{CPU}'", root, env)
+    killed = re.search(r"UUID: ([0-9a-f-]{36})", made).group(1)
+    worker = subprocess.Popen(["prefect", "worker", "start", "--pool", "gpu", "--name",
+                               "doomed"], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def stage_running():
+        exp = client.get_experiment_by_name("pucl")
+        return exp and client.search_runs(
+            [exp.experiment_id], "attributes.status = 'RUNNING' and tags.stage = 'pretrain'")
+
+    try:
+        wait_for(stage_running, 300, "the killed run's pretrain stage to start")
+    finally:
+        stop_worker(worker, how)
+    exp = client.get_experiment_by_name("pucl")
+    (parent,) = client.search_runs([exp.experiment_id],
+                                   f"tags.prefect_flow_run_id = '{killed}'")
+    assert parent.info.status == "RUNNING"  # nothing could close it
+
+    def state_of(run_id: str) -> str:
+        return httpx.get(f"{api}/flow_runs/{run_id}").json()["state_type"]
+
+    wait_for(lambda: state_of(killed) == "CRASHED", 240, "the server to mark it CRASHED")
+    run, log = run_on_the_worker("pucl-pipeline/pipeline-gpu", root, env)
+    assert run["state_type"] == "COMPLETED", log[-3000:]
+    left = client.get_run(parent.info.run_id)
+    assert left.info.status == "KILLED"
+    assert left.data.tags["orphan.reason"] == f"its Prefect flow run {killed} ended CRASHED"
+    assert not client.search_runs([exp.experiment_id], "attributes.status = 'RUNNING'")
+    children = client.search_runs([exp.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert children and all(c.info.status in ("KILLED", "FINISHED") for c in children)

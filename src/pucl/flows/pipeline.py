@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.runtime import flow_run
 
+from pucl.flows._crashed import FLOW_RUN_TAG, close_what_crashed_workers_left, flow_run_id
 from pucl.flows._tasks import prefect_stage_call, project_dir
 from pucl.reporting.tables import headline
 from pucl.stages.runner import (
@@ -21,13 +21,6 @@ from pucl.stages.runner import (
     run_pipeline,
     safe_name,
 )
-
-
-def _flow_run_id() -> str:
-    try:
-        return str(flow_run.id or "")
-    except Exception:
-        return ""
 
 
 @flow(name="pucl-pipeline", description="PU split -> class prior -> contrastive pretraining "
@@ -40,8 +33,9 @@ def pipeline(overrides: dict[str, Any] | None = None, run_name: str | None = Non
     root = project_dir(project)
     params = resolve_params(root, overrides)
     name = safe_name(run_name) if run_name else default_run_name(params, name_prefix)
+    close_what_crashed_workers_left(params, root, get_run_logger())
     result = run_pipeline(params, run_directory(root, params, name), name,
-                          tags={"prefect_flow_run_id": _flow_run_id(), **(tags or {})},
+                          tags={FLOW_RUN_TAG: flow_run_id(), **(tags or {})},
                           progress=progress,
                           entry="prefect", stage_call=prefect_stage_call)
     # a worker's log is often all its user reads: what the run gave and where it is

@@ -32,6 +32,7 @@ from pucl.data.tracked import Holdout, batch_files, read_batch, read_holdout
 from pucl.errors import DataError, PuclError
 from pucl.evaluation.label_free import point_estimates
 from pucl.evaluation.metrics import classification_metrics
+from pucl.flows._crashed import FLOW_RUN_TAG, close_runs_of_ended_flow_runs, flow_run_id
 from pucl.flows._tasks import prefect_stage_call, project_dir
 from pucl.params.config import Params
 from pucl.params.dataset import dataset_of
@@ -283,6 +284,7 @@ def mark_orphans(store: tracking.Store, name: str, logger: Any | None = None) ->
 def _clear_what_kills_left(store: tracking.Store, params: Params, root: Path, logger) -> None:
     """The runs a killed earlier pass left RUNNING, and the batch files a killed `pucl
     data add` left unrecorded."""
+    close_runs_of_ended_flow_runs(store, logger)
     mark_orphans(store, params.tracking.registered_model, logger)
     if params.data.dataset == "tracked":
         for file in discard_interrupted_add(root, root / params.paths.dataset):
@@ -323,7 +325,8 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
                         fingerprint=prints["all"],
                         champion_version=champion.version if champion else None)
     name = default_run_name(params, "retrain")
-    with tracking.run_in(store, name, root, {"kind": "retrain", "dataset": params.data.dataset,
+    with tracking.run_in(store, name, root, {"kind": "retrain", FLOW_RUN_TAG: flow_run_id(),
+                                             "dataset": params.data.dataset,
                                              "task": params.data.task,
                                              "data.version": data_digest[:16]}) as run:
         decision.run_id = run.run_id

@@ -108,6 +108,19 @@ class Store:
                 reaped.append(run.run_id)
         return reaped
 
+    def close_left_running(self, run_id: str, reason: str) -> list[str]:
+        """Close a run left RUNNING by a process known to be gone, and its RUNNING child
+        runs, deepest first: KILLED, tagged `orphan=true` and `orphan.reason`. Returns the
+        ids closed."""
+        closed = []
+        for child in self.children(run_id):
+            if child.status == "RUNNING":
+                closed += self.close_left_running(child.run_id, reason)
+        handle = self.attach(run_id)
+        handle.set_tags({ORPHAN_TAG: "true", f"{ORPHAN_TAG}.reason": reason})
+        handle.finish("KILLED")
+        return [*closed, run_id]
+
     def runs(self, filter_string: str = "", experiment_ids: list[str] | None = None
              ) -> list[RunRecord]:
         from mlflow.entities import ViewType
