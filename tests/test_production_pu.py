@@ -134,14 +134,23 @@ def test_a_cycle_with_p_and_u_alone(tmp_path):
             "monitor.estimated_accuracy"] <= watched["monitor.estimated_accuracy_high"]
         pucl("retrain", "--no-progress")
         third = retrain_tags(client)
-        better = (float(third["retrain.challenger_score"])
-                  > float(third["retrain.champion_score"]))  # margin 0
+        # promoted only when the paired difference's whole interval clears the margin, 0
+        low, diff, high = (float(third[f"retrain.difference{end}"])
+                           for end in ("_low", "", "_high"))
+        assert low <= diff <= high
+        assert diff == pytest.approx(float(third["retrain.challenger_score"])
+                                     - float(third["retrain.champion_score"]), abs=1e-9)
+        better = low > 0
         assert third["retrain.decision"] == ("promoted" if better else "kept")
+        assert "(paired, on the holdout's P and U)" in third["retrain.reason"]
         assert third["retrain.score_kind"] == "estimated"
         assert float(third["retrain.champion_score"]) == pytest.approx(naive, abs=1e-9)
         holder = third["retrain.challenger_score" if better else "retrain.champion_score"]
         assert float(third["holdout.estimated_accuracy"]) == pytest.approx(float(holder),
                                                                            abs=1e-4)
+        assert (float(third["holdout.estimated_accuracy_low"])
+                <= float(third["holdout.estimated_accuracy"])
+                <= float(third["holdout.estimated_accuracy_high"]))
 
         # a batch unlike the rest (the digits inverted): the champion's estimate drops
         # below what it scored on the holdout, beyond the interval, and the run says so

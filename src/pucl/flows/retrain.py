@@ -1,6 +1,8 @@
 """Scheduled retraining: one pass trains a challenger when data, params or code changed
 since the champion was trained, scores champion and challenger on the same frozen
-holdout, and moves the MLflow `champion` alias only by the margin rule.
+holdout, and moves the MLflow `champion` alias only when the challenger is better by more
+than `tracking.min_improvement`: on a PU holdout, when the paired difference's whole
+interval clears it.
 
 Data with P and U alone has a PU holdout (held-out labelled positives and unlabeled rows,
 with U's prior frozen beside them): both models are then scored by the label-free
@@ -30,8 +32,9 @@ from pucl.data import get_task
 from pucl.data.split import unlabeled_rows
 from pucl.data.tracked import Holdout, batch_files, read_batch, read_holdout
 from pucl.errors import DataError, PuclError
-from pucl.evaluation.label_free import point_estimates
+from pucl.evaluation.label_free import estimate_metrics
 from pucl.evaluation.metrics import classification_metrics
+from pucl.evaluation.paired import Difference, paired_difference
 from pucl.flows._crashed import FLOW_RUN_TAG, close_runs_of_ended_flow_runs, flow_run_id
 from pucl.flows._tasks import prefect_stage_call, project_dir
 from pucl.params.config import Params
@@ -66,6 +69,10 @@ class Decision:
     challenger_score: float | None = None
     champion_estimated: float | None = None  # the label-free estimate, where both exist
     challenger_estimated: float | None = None
+    # on a PU holdout: challenger - champion estimated accuracy, paired, with its interval
+    difference: float | None = None
+    difference_low: float | None = None
+    difference_high: float | None = None
     champion_version: str | None = None  # the champion after this pass
     challenger_version: str | None = None
     prior_estimate: float | None = None  # U's prior, all data (the challenger's estimate)
@@ -144,27 +151,43 @@ def holdout_sha256(hold: Holdout) -> str:
 class HoldoutScore:
     """A model's score on the holdout: `labelled` where every label is known, `estimated`
     (label-free, from held-out P, U and the frozen prior) on a PU holdout, and the
-    estimated accuracy, whatever the metric."""
+    estimated accuracy with its interval, whatever the metric; `scores`: the model's
+    P(y = 1) of each holdout row, for the paired difference."""
 
     labelled: float | None
     estimated: float | None
     estimated_accuracy: float | None
+    scores: np.ndarray | None = None
+    estimated_interval: tuple[float, float] | None = None
 
     @property
     def deciding(self) -> float:
         return self.labelled if self.labelled is not None else self.estimated
 
 
-def score_holdout(scores: np.ndarray, hold: Holdout, metric: str, scenario: str
-                  ) -> HoldoutScore:
+def score_holdout(scores: np.ndarray, hold: Holdout, metric: str, scenario: str,
+                  prior_error: float = 0.0, seed: int = 0) -> HoldoutScore:
     """`scores` (P(y = 1) per holdout row) as HoldoutScore. U of a PU holdout is every row
     under case_control, the rows not labelled under single_dataset."""
     labelled = classification_metrics(hold.y, scores)[metric] if hold.labelled else None
     if hold.pu is None:
-        return HoldoutScore(labelled, None, None)
+        return HoldoutScore(labelled, None, None, scores)
     in_u = unlabeled_rows(hold.pu == 1, scenario)
-    est = point_estimates(scores[hold.pu == 1], scores[in_u], hold.prior)
-    return HoldoutScore(labelled, est[metric], est["accuracy"])
+    est = estimate_metrics(scores[hold.pu == 1], scores[in_u], hold.prior,
+                           prior_error=prior_error, seed=seed)
+    return HoldoutScore(labelled, est[metric].value, est["accuracy"].value, scores,
+                        est["accuracy"].interval())
+
+
+def paired_on_holdout(challenger: np.ndarray, champion: np.ndarray, hold: Holdout,
+                      scenario: str, seed: int = 0) -> Difference:
+    """The challenger's estimated accuracy minus the champion's, on the PU holdout's same
+    P and U rows with its frozen prior, with a paired bootstrap interval
+    (pucl.evaluation.paired)."""
+    labelled = hold.pu == 1
+    in_u = unlabeled_rows(labelled, scenario)
+    return paired_difference(challenger[labelled], challenger[in_u], champion[labelled],
+                             champion[in_u], hold.prior, seed=seed)
 
 
 def arrived_prior(params: Params, root: Path, since_batches: int
@@ -193,7 +216,8 @@ def holdout_score(store: tracking.Store, name: str, version: str, hold: Holdout,
                   params: Params) -> HoldoutScore:
     model = tracking.load_version(store.uri, name, version)
     return score_holdout(score(model, hold.x, what=f"{name} v{version}"), hold,
-                         params.tracking.champion_metric, params.split.scenario)
+                         params.tracking.champion_metric, params.split.scenario,
+                         params.evaluate.prior_error, params.base.seed)
 
 
 # -- one pass ---------------------------------------------------------------------------
@@ -358,9 +382,11 @@ def retrain_once(params: Params, root: Path, progress: bool) -> Decision:
         challenger = _score_challenger(decision, store, params, hold)
         champion_held = (_against_champion(decision, champion, store, params, root, hold)
                          if champion is not None else None)
-        holder = challenger if _decide(decision, store, params, champion) else champion_held
+        promote = _decide(decision, store, params, champion, challenger, champion_held, hold)
+        holder = challenger if promote else champion_held
         _record(run, decision, logger, hold,
-                holder.estimated_accuracy if holder is not None else None)
+                holder.estimated_accuracy if holder is not None else None,
+                holder.estimated_interval if holder is not None else None)
         _figures(store, run, t.registered_model, workdir)
         return decision
 
@@ -381,21 +407,39 @@ def _score_challenger(decision: Decision, store: tracking.Store, params: Params,
     return challenger
 
 
-def _decide(decision: Decision, store: tracking.Store, params: Params, champion: Any
-            ) -> bool:
-    """The margin rule: move the alias to the challenger (True) or keep the champion."""
+def _decide(decision: Decision, store: tracking.Store, params: Params, champion: Any,
+            challenger: HoldoutScore, held: HoldoutScore | None, hold: Holdout) -> bool:
+    """Move the alias to the challenger (True) or keep the champion. On a PU holdout
+    judged by accuracy: the paired difference's whole interval must clear the margin
+    (a tie keeps the champion). Elsewhere, the margin rule on the two scores."""
     t = params.tracking
-    if should_promote(decision.challenger_score, decision.champion_score, t.min_improvement):
+    paired = (hold.pu is not None and not hold.labelled and t.champion_metric == "accuracy"
+              and held is not None and held.scores is not None)
+    if paired:
+        diff = paired_on_holdout(challenger.scores, held.scores, hold, params.split.scenario,
+                                 params.base.seed)
+        decision.difference, decision.difference_low, decision.difference_high = (
+            diff.value, diff.low, diff.high)
+        promote = diff.verdict(t.min_improvement) == "a"
+        shown = (f"challenger - champion = {diff.value:+.4f} [{diff.low:+.4f}, "
+                 f"{diff.high:+.4f}] (paired, on the holdout's P and U)")
+        decision.reason += (f"{shown}: the interval clears {t.min_improvement:g}" if promote
+                            else f"{shown}: the interval does not clear "
+                            f"{t.min_improvement:g}")
+    else:
+        promote = should_promote(decision.challenger_score, decision.champion_score,
+                                 t.min_improvement)
+        decision.reason += (
+            "no champion yet" if champion is None else
+            f"challenger {decision.challenger_score:.4f} "
+            f"{'>' if promote else '<='} champion {_show(decision.champion_score)} "
+            f"+ {t.min_improvement:g}")
+    if promote:
         store.set_alias(t.registered_model, CHAMPION, decision.challenger_version)
         decision.decision = "promoted"
         decision.champion_version = decision.challenger_version
-        decision.reason += (f"challenger {decision.challenger_score:.4f} > champion "
-                            f"{_show(decision.champion_score)} + {t.min_improvement:g}"
-                            if champion is not None else "no champion yet")
         return True
     decision.decision = "kept"
-    decision.reason += (f"challenger {decision.challenger_score:.4f} <= champion "
-                        f"{decision.champion_score:.4f} + {t.min_improvement:g}")
     return False
 
 
@@ -463,13 +507,19 @@ def _kept_before(store: tracking.Store, name: str, fingerprint: str) -> int | No
 
 
 def _record(run: tracking.Run, decision: Decision, logger: Any, hold: Holdout,
-            estimated_accuracy: float | None) -> None:
+            estimated_accuracy: float | None,
+            interval: tuple[float, float] | None = None) -> None:
     """The decision as retrain.* tags and metrics, with the holdout's frozen prior and the
-    estimated accuracy of the model holding the alias after this pass (holdout.*)."""
+    estimated accuracy of the model holding the alias after this pass, with its interval
+    where this pass scored it (holdout.*)."""
+    low, high = interval if interval is not None else (None, None)
     run.set_tags({**decision.tags(), "holdout.prior": _show(hold.prior),
-                  "holdout.estimated_accuracy": _show(estimated_accuracy)})
+                  "holdout.estimated_accuracy": _show(estimated_accuracy),
+                  "holdout.estimated_accuracy_low": _show(low),
+                  "holdout.estimated_accuracy_high": _show(high)})
     run.log_metrics({f"retrain.{k}": getattr(decision, k) for k in (
         "champion_score", "challenger_score", "champion_estimated", "challenger_estimated",
+        "difference", "difference_low", "difference_high",
         "prior_estimate", "prior_drift", "new_rows", "new_data_prior", "new_data_drift")
         if getattr(decision, k) is not None})
     logger.info(f"retrain: {decision.decision} ({decision.reason})")
