@@ -74,6 +74,9 @@ def test_rows_of_u_equal_to_a_labelled_positive_share_its_fold():
                                                             strict=True)
               if row.tobytes() in fold_of]
     assert len(copies) == 60 and all(a == b for a, b in copies)
+    # each positive knows its copy, and the two carry one score (no tie left to rounding)
+    assert np.array_equal(unlabeled[scores.copy_in_u], positive)
+    assert np.array_equal(scores.u[scores.copy_in_u], scores.p)
     assert sorted(np.unique(scores.fold_u)) == [0, 1, 2]
     again = heldout_scores(unlabeled, positive, (3,), settings, random_state=0)
     assert np.array_equal(scores.u, again.u) and np.array_equal(scores.p, again.p)

@@ -206,12 +206,15 @@ def bench(
         from pucl.reporting.tables import choice_lines
 
         grouped = pd.read_csv(result["comparison"])
+        # the paired choice where the sweep could make one (reporting.paired_choice)
+        picks = grouped["chosen"].astype(bool).to_numpy() if "chosen" in grouped else None
         table = bench_table(grouped, lambda row: reference_of(
-            spec, row.get("variant"), {key: row[key] for key in spec.grid}), list(spec.grid))
+            spec, row.get("variant"), {key: row[key] for key in spec.grid}), list(spec.grid),
+            picks)
         out.print(frame_table(table, f"{spec.name}: test accuracy (%), mean +- std over "
                                       f"seeds {', '.join(map(str, spec.seeds))}"))
         # per grid point, the variant a user with P and U alone would take
-        for line in choice_lines(grouped, by, list(spec.grid)):
+        for line in choice_lines(grouped, by, list(spec.grid), picks):
             out.print(line, soft_wrap=True)
         out.print(f"comparison: {Path(result['comparison']).parent}")
         if refit:
@@ -227,7 +230,9 @@ def _refit_chosen(spec, grouped, by: list[str], workers: int, runner: str,
     from pucl.params.sweeps import point_label, refit_spec
     from pucl.reporting.tables import chosen
 
-    picks = grouped[chosen(grouped, list(spec.grid))].to_dict("records")
+    mask = (grouped["chosen"].astype(bool).to_numpy() if "chosen" in grouped
+            else chosen(grouped, list(spec.grid)))  # the paired choice where there is one
+    picks = grouped[mask].to_dict("records")
     if not picks:
         fail("--refit: no variant was chosen (no run has a validation estimate; allowed: "
              "split.val_fraction above 0 and a variant that does not read the true prior)")
@@ -321,7 +326,12 @@ def compare(
     pretraining loss); name the row (run or group) with the best validation estimate,
     the choice P and U alone make. Reads the store, changes nothing in it; writes files
     under --out."""
-    from pucl.reporting.comparison import compare_runs, find_sweep, pipeline_runs
+    from pucl.reporting.comparison import (
+        compare_runs,
+        find_sweep,
+        pipeline_runs,
+        validation_scores_of,
+    )
     from pucl.stages.runner import resolve_params
 
     root = project_or_exit()
@@ -339,7 +349,8 @@ def compare(
             runs = pipeline_runs(store)
             title = f"experiment {name}"
             target = out_dir or root / params.paths.runs / "comparison"
-        result = compare_runs(runs, target.resolve(), split_list(by), title=title)
+        result = compare_runs(runs, target.resolve(), split_list(by), title=title,
+                              scores_of=validation_scores_of(store))
     except PuclError as exc:
         fail(str(exc), exc.exit_code)
     from pucl.reporting.tables import with_std

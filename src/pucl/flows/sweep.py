@@ -32,7 +32,7 @@ from pucl.params.config import Params
 from pucl.params.sweeps import SweepPoint, SweepSpec, expand, parse_sweep
 from pucl.recipe import Recipe
 from pucl.recipe.pretraining import encoder_identity, member_seeds, needs_prior
-from pucl.reporting.comparison import compare_runs, pipeline_runs
+from pucl.reporting.comparison import compare_runs, pipeline_runs, validation_scores_of
 from pucl.runtime.progress import listening
 from pucl.stages.preflight import check_inputs
 from pucl.stages.runner import (
@@ -203,7 +203,9 @@ def sweep(spec: dict[str, Any], project: str | None = None,
         store = tracking.try_open_store(uri, base.tracking.experiment, root)
         if store is not None and parent.run_id and results:
             comparison = compare_runs(pipeline_runs(store, parent.run_id), out_dir, by or (),
-                                      title=f"sweep {sweep_spec.name}", log_to=parent)
+                                      title=f"sweep {sweep_spec.name}", log_to=parent,
+                                      scores_of=validation_scores_of(store),
+                                      within=[k for k in sweep_spec.grid if k in (by or ())])
             logger.info(f"comparison: {comparison.files[0]}")
         parent.log_metrics({"points_completed": len(results), "points_failed": len(failed)})
         if failed:

@@ -207,6 +207,11 @@ def heldout_scores(U: np.ndarray, P: np.ndarray, sample_shape: tuple[int, ...],
             alphas.append(tuple(fold_alphas))
         scores_u[fold_u == k] = score(U[fold_u == k])
         scores_p[fold_p == k] = score(P[fold_p == k])
+    # a positive and its copy in U are one sample: one score. Scored in other batches,
+    # they can differ in the last bits, and which way the tie breaks would then hang on
+    # the thread count (seen in the bootstrap's spread between two processes)
+    copied = copy_in_u >= 0
+    scores_u[copy_in_u[copied]] = scores_p[copied]
     return HeldOutScores(scores_u, scores_p, fold_u, fold_p, kind, tuple(steps),
                          tuple(alphas), copy_in_u)
 

@@ -3,6 +3,7 @@ and logged to the sweep's parent run (`pucl compare`, and the sweep flow at its 
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import pandas as pd
 from pucl import tracking
 from pucl.errors import PuclError
 from pucl.io import atomic_path, save_figure, write_table
+from pucl.reporting.paired_choice import ScoresOf, choose_paired
 from pucl.reporting.tables import (
     choice_lines,
     comparison_table,
@@ -20,6 +22,8 @@ from pucl.reporting.tables import (
     to_markdown,
     with_std,
 )
+
+PAIRED_COLUMN = "leader - this (paired)"
 
 
 class NotFound(PuclError):
@@ -55,6 +59,23 @@ def pipeline_runs(store: tracking.Store, parent_id: str | None = None,
     return store.runs(query)
 
 
+def validation_scores_of(store: tracking.Store) -> ScoresOf:
+    """Run id -> the validation_scores.csv its evaluate stage logged (None: none)."""
+    def load(run_id: str) -> pd.DataFrame | None:
+        evaluated = [r for r in store.children(run_id) if r.tags.get("stage") == "evaluate"]
+        if not evaluated:
+            return None
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                path = store.client.download_artifacts(evaluated[0].run_id,
+                                                       "validation_scores.csv", tmp)
+            except Exception:  # a run from before the file, or an artefact store gone
+                return None
+            return pd.read_csv(path)
+
+    return load
+
+
 @dataclass
 class Comparison:
     frame: pd.DataFrame
@@ -65,10 +86,15 @@ class Comparison:
 
 def compare_runs(runs: Sequence[tracking.RunRecord], out_dir: Path, by: Sequence[str] = (),
                  hue: str = "pretrain.loss", title: str = "runs",
-                 log_to: tracking.Run | None = None) -> Comparison:
+                 log_to: tracking.Run | None = None,
+                 scores_of: ScoresOf | None = None, within: Sequence[str] = ()
+                 ) -> Comparison:
     """Write comparison.csv / comparison.md / accuracy_vs_gamma.png under `out_dir` and
     log them to `log_to` (a sweep's parent run). The markdown names the row the
-    validation estimate chose (reporting.chosen)."""
+    validation estimate chose (reporting.chosen); grouped (`by`) and given the runs'
+    validation scores (`scores_of`), by the paired difference, a tie going to the
+    cheaper group, one choice per value of `within` (reporting.paired_choice); the table
+    then has the `chosen` column and the paired one."""
     if not runs:
         raise NotFound("no finished pipeline runs to compare")
     frame = runs_frame(_record(r) for r in runs)
@@ -78,7 +104,18 @@ def compare_runs(runs: Sequence[tracking.RunRecord], out_dir: Path, by: Sequence
         raise NotFound(str(exc)) from None
     csv, md, png = (out_dir / "comparison.csv", out_dir / "comparison.md",
                     out_dir / "accuracy_vs_gamma.png")
-    choice = choice_lines(table, list(by) or ["run", "variant"])  # a row per group or run
+    paired = (choose_paired(table, frame, by, scores_of, within) if by and scores_of
+              else None)
+    if paired is None:
+        choice = choice_lines(table, list(by) or ["run", "variant"], within)
+    else:
+        table = table.assign(**{PAIRED_COLUMN: paired.cells, "chosen": paired.picks})
+        choice = choice_lines(table, list(by), picks=paired.picks)
+        for leader in paired.leaders:
+            if not paired.picks[leader]:
+                lead = ", ".join(f"{k}={table.loc[leader, k]}" for k in by)
+                choice.append(f"(a tie by the paired difference with the highest estimate, "
+                              f"{lead}: the cheaper in minutes per seed is chosen)")
     write_table(csv, table)
     with atomic_path(md) as tmp:
         tmp.write_text(f"# Comparison: {title}\n\n{len(frame)} pipeline runs"

@@ -25,6 +25,7 @@ KEY_METRICS = (CHOICE_METRIC, "accuracy", "f1", "roc_auc", "prior_abs_error",
 RESULT_METRICS = ("accuracy", "f1", "roc_auc", "precision", "recall")
 ESTIMATE_METRICS = (CHOICE_METRIC, "val_est_f1", "val_est_auc", "prior_estimate")
 DERIVED = ("prior_source", "minutes_per_seed")  # runs_frame's columns read from params / times
+PAIRING = ("val_prior",)  # runs_frame's columns that pair two runs' validation scores
 # Params that change how a run executes, not what it computes.
 EXECUTION_PARAMS = ("base.device", "base.threads", "tracking.uri", "tracking.experiment")
 
@@ -52,7 +53,7 @@ def runs_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         row.update({k: _value(v) for k, v in rec.get("params", {}).items()})
         metrics = rec.get("metrics", {})
         row["gamma"] = metrics.get("gamma", np.nan)
-        row.update({m: metrics.get(m, np.nan) for m in KEY_METRICS})
+        row.update({m: metrics.get(m, np.nan) for m in (*KEY_METRICS, *PAIRING)})
         row["prior_source"] = prior_source(rec.get("params", {}))
         row["minutes_per_seed"] = minutes_per_seed(rec.get("minutes"), metrics)
         rows.append(row)
@@ -83,7 +84,7 @@ def minutes_per_seed(minutes: float | None, metrics: dict[str, float]) -> float:
 
 
 def param_columns(frame: pd.DataFrame) -> list[str]:
-    fixed = {"run", "run_id", "gamma", *KEY_METRICS, *DERIVED}
+    fixed = {"run", "run_id", "gamma", *KEY_METRICS, *DERIVED, *PAIRING}
     return [c for c in frame.columns if c not in fixed]
 
 
@@ -158,11 +159,12 @@ def chosen(table: pd.DataFrame, within: Sequence[str] = ()) -> np.ndarray:
     return score.index.isin(picks.to_numpy())
 
 
-def choice_lines(table: pd.DataFrame, keys: Sequence[str], within: Sequence[str] = ()
-                 ) -> list[str]:
-    """One line per chosen row (`chosen`): what was chosen, named by `keys`, and by what."""
+def choice_lines(table: pd.DataFrame, keys: Sequence[str], within: Sequence[str] = (),
+                 picks: np.ndarray | None = None) -> list[str]:
+    """One line per chosen row (`chosen`, or the mask `picks`): what was chosen, named by
+    `keys`, and by what."""
     lines = []
-    for rec in table[chosen(table, within)].to_dict("records"):
+    for rec in table[chosen(table, within) if picks is None else picks].to_dict("records"):
         what = ", ".join(f"{k}={format_cell(rec[k])}" for k in keys if k in rec)
         lines.append(f"chosen by the validation estimate ({CHOICE_METRIC} "
                      f"{rec[CHOICE_METRIC]:.4f}, from P and U alone): {what}")
@@ -182,17 +184,19 @@ def with_std(table: pd.DataFrame) -> pd.DataFrame:
 
 def bench_table(grouped: pd.DataFrame,
                 reference: Callable[[dict[str, Any]], float | None],
-                within: Sequence[str] = ()) -> pd.DataFrame:
+                within: Sequence[str] = (), picks: np.ndarray | None = None
+                ) -> pd.DataFrame:
     """A grouped comparison (comparison_table with `by`) as the paper prints it: test
     accuracy in percent, mean +- population std, beside the published number and the
     difference (ours - paper) where `reference(row)` gives one for the row's variant and
     grid point. Where the runs have a validation estimate, its column comes first and
-    `chosen` marks, per grid point (`within`), the variant it chose."""
+    `chosen` marks, per grid point (`within`), the variant it chose (or the mask
+    `picks`: the paired choice of reporting.paired_choice)."""
     keys = [c for c in grouped.columns
             if c not in {"n", "gamma", "gamma_std"} and c not in KEY_METRICS
-            and not c.endswith("_std")]
+            and not c.endswith("_std") and c != "chosen"]
     estimated = CHOICE_METRIC in grouped and grouped[CHOICE_METRIC].notna().any()
-    picked = chosen(grouped, within)
+    picked = chosen(grouped, within) if picks is None else picks
     rows = []
     for rec, pick in zip(grouped.to_dict("records"), picked, strict=True):
         mean, std = 100 * rec["accuracy"], 100 * rec.get("accuracy_std", np.nan)

@@ -1,0 +1,134 @@
+"""Choosing among grouped variants by the paired difference of their label-free accuracies
+(pucl.evaluation.paired), for `pucl compare --by`, `pucl bench` and the sweeps.
+
+The group with the highest mean validation estimate leads. Each other group is compared
+with it on the validation rows both scored: seed by seed (runs with the same `base.seed`
+share a split, so the same held-out P and U), the leader's accuracy minus the other's,
+averaged over the seeds both have, with a paired bootstrap interval. A group whose
+interval holds 0 ties with the leader, and among the leader and the groups tied with it
+the cheapest (fewest minutes per seed) is chosen: when the held-out rows cannot tell two
+variants apart, the cheaper one is the better buy. Groups that cannot be paired (no seed
+in common, other rows, another prior) are only ranked by their mean estimate, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pucl.evaluation.paired import Difference, PairedRows, paired_difference_over
+from pucl.reporting.tables import CHOICE_METRIC
+
+SEED = "base.seed"
+ScoresOf = Callable[[str], "pd.DataFrame | None"]  # run id -> its validation_scores.csv
+
+
+@dataclass(frozen=True)
+class Versus:
+    """One group against the leader: leader - group, over `seeds`."""
+
+    group: int  # the group's row in the comparison table
+    difference: Difference | None  # None: the two could not be paired
+    seeds: int
+
+    @property
+    def tie(self) -> bool:
+        return self.difference is not None and self.difference.verdict() == "tie"
+
+
+@dataclass(frozen=True)
+class PairedChoice:
+    """Per row of the comparison table: whether it is chosen (`picks`) and how it stands
+    against its partition's leader (`cells`)."""
+
+    picks: np.ndarray  # bool per row: the leader, or the cheapest group tied with it
+    cells: list[str]  # "leader", "leader - this [low, high]" (+ " tie"), or "not paired"
+    leaders: list[int]  # the row of each partition's highest mean estimate
+    versus: list[Versus]
+
+    @property
+    def chosen(self) -> list[int]:
+        return [int(i) for i in np.flatnonzero(self.picks)]
+
+
+def paired_part(a: pd.DataFrame, b: pd.DataFrame, prior_a: float, prior_b: float
+                ) -> PairedRows | None:
+    """Two runs' validation scores as one paired part, or None when they did not score
+    the same rows (index, pu, in_u) with the same prior."""
+    if (len(a) == 0 or len(a) != len(b) or not np.isclose(prior_a, prior_b, atol=1e-9)
+            or not all((a[c].to_numpy() == b[c].to_numpy()).all()
+                       for c in ("index", "pu", "in_u"))):
+        return None
+    labelled, in_u = a["pu"].to_numpy() == 1, a["in_u"].to_numpy().astype(bool)
+    sa, sb = a["score"].to_numpy(float), b["score"].to_numpy(float)
+    return PairedRows(sa[labelled], sa[in_u], sb[labelled], sb[in_u], float(prior_a))
+
+
+def choose_paired(table: pd.DataFrame, frame: pd.DataFrame, by: Sequence[str],
+                  scores_of: ScoresOf, within: Sequence[str] = (), seed: int = 0
+                  ) -> PairedChoice | None:
+    """The choice among `table`'s groups (comparison_table with `by`) of `frame`'s runs,
+    one per value of `within` (a grid point; all rows without); None where no group has
+    an estimate. Oracle groups are never chosen."""
+    if CHOICE_METRIC not in table or SEED not in frame:
+        return None
+    score = table[CHOICE_METRIC]
+    if "prior_source" in table:
+        score = score.where(table["prior_source"] != "oracle")
+    if score.notna().sum() == 0:
+        return None
+    keys = [tuple(row) for row in table[list(by)].astype(str).itertuples(index=False)]
+    group_of = frame[list(by)].astype(str).apply(tuple, axis=1)
+    runs = {k: frame[group_of == k] for k in keys}
+    cost = table.get("minutes_per_seed", pd.Series(np.nan, index=table.index))
+    loaded: dict[str, pd.DataFrame | None] = {}
+
+    def scores(run_id: str) -> pd.DataFrame | None:
+        if run_id not in loaded:
+            loaded[run_id] = scores_of(run_id)
+        return loaded[run_id]
+
+    partition = (table[list(within)].astype(str).agg("|".join, axis=1) if within
+                 else pd.Series("", index=table.index))
+    picks, cells = np.zeros(len(table), dtype=bool), [""] * len(table)
+    leaders, versus = [], []
+    for _, rows in score.dropna().groupby(partition[score.notna()], sort=False):
+        leader = int(rows.idxmax())
+        leaders.append(leader)
+        cells[leader] = "leader"
+        tied = [leader]
+        for row in rows.index.drop(leader):
+            parts = _parts(runs[keys[leader]], runs[keys[row]], scores)
+            v = Versus(int(row), paired_difference_over(parts, seed=seed) if parts else None,
+                       len(parts))
+            versus.append(v)
+            d = v.difference
+            cells[row] = ("not paired" if d is None else
+                          f"{d.value:+.4f} [{d.low:+.4f}, {d.high:+.4f}]"
+                          + (" tie" if v.tie else ""))
+            if v.tie:
+                tied.append(v.group)
+        picks[min(tied, key=lambda r: (np.inf if pd.isna(cost[r]) else cost[r],
+                                       r != leader))] = True
+    return PairedChoice(picks, cells, leaders, versus)
+
+
+def _parts(lead: pd.DataFrame, other: pd.DataFrame,
+           scores: Callable[[str], pd.DataFrame | None]) -> list[PairedRows]:
+    """One paired part per seed both groups ran (their first run of that seed)."""
+    parts = []
+    for seed_value, lead_runs in lead.groupby(SEED, sort=True):
+        others = other[other[SEED] == seed_value]
+        if others.empty:
+            continue
+        a, b = lead_runs.iloc[0], others.iloc[0]
+        sa, sb = scores(a["run_id"]), scores(b["run_id"])
+        if sa is None or sb is None:
+            continue
+        part = paired_part(sa, sb, a.get("val_prior", np.nan), b.get("val_prior", np.nan))
+        if part is not None:
+            parts.append(part)
+    return parts

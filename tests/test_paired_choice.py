@@ -1,0 +1,123 @@
+"""Choosing among grouped variants by the paired difference (pucl.reporting.paired_choice),
+on constructed runs whose validation scores, and so whose true differences, are known: a
+clear winner keeps the choice, a tie goes to the cheaper variant, and runs that scored
+other rows are not paired."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from pucl.evaluation.label_free import point_estimates
+from pucl.reporting.comparison import PAIRED_COLUMN, compare_runs
+from pucl.reporting.paired_choice import choose_paired
+from pucl.reporting.tables import comparison_table, runs_frame
+from pucl.tracking import RunRecord
+
+PRIOR = 0.4
+
+
+def validation_rows(seed: int, n_p: int = 300, n_u: int = 2000):
+    rng = np.random.default_rng(seed)
+    y = np.concatenate([np.ones(n_p, int), (rng.random(n_u) < PRIOR).astype(int)])
+    return y, rng
+
+
+def scored(y: np.ndarray, right: np.ndarray, n_p: int = 300) -> pd.DataFrame:
+    return pd.DataFrame({"index": np.arange(len(y)), "pu": np.r_[np.ones(n_p, int),
+                                                                 np.zeros(len(y) - n_p, int)],
+                         "in_u": np.r_[np.zeros(n_p, int), np.ones(len(y) - n_p, int)],
+                         "score": np.where(right, y, 1 - y).astype(float)})
+
+
+def runs_of(gains: dict[str, float], minutes: dict[str, float], seeds=(0, 1, 2)):
+    """One run per variant and seed: `base` is right with chance 0.9; a variant with gain
+    g > 0 is also right on a g / 0.1 share of base's mistakes, g < 0 wrong on a -g / 0.9
+    share of its hits. Returns the run records and each run's validation scores."""
+    records, scores = [], {}
+    for seed in seeds:
+        y, rng = validation_rows(seed)
+        base = rng.random(len(y)) < 0.9
+        for variant, gain in gains.items():
+            draw = rng.random(len(y))
+            right = (base | (draw < gain / 0.1)) if gain >= 0 else (base & ~(draw < -gain / 0.9))
+            table = scored(y, right)
+            run_id = f"{variant}-{seed}"
+            labelled, in_u = table["pu"] == 1, table["in_u"] == 1
+            estimate = point_estimates(table["score"][labelled].to_numpy(),
+                                       table["score"][in_u].to_numpy(), PRIOR)["accuracy"]
+            records.append(RunRecord(run_id, run_id, "FINISHED", 0,
+                                     {"variant_param": variant, "base.seed": str(seed)},
+                                     {"val_est_accuracy": estimate, "val_prior": PRIOR},
+                                     {"variant": variant}, int(minutes[variant] * 60000)))
+            scores[run_id] = table
+    return records, scores
+
+
+def choice(gains, minutes, scores_patch=None):
+    records, scores = runs_of(gains, minutes)
+    scores.update(scores_patch or {})
+    frame = runs_frame({"name": r.name, "run_id": r.run_id, "params": r.params,
+                        "metrics": r.metrics, "variant": r.tags["variant"],
+                        "minutes": r.minutes} for r in records)
+    table = comparison_table(frame, ["variant"])
+    return table, choose_paired(table, frame, ["variant"], scores.get)
+
+
+def test_a_clear_winner_is_chosen_however_dear():
+    table, picked = choice({"cheap": 0.0, "dear": 0.05}, {"cheap": 1.0, "dear": 9.0})
+    assert [table.loc[i, "variant"] for i in picked.chosen] == ["dear"]
+    assert [table.loc[i, "variant"] for i in picked.leaders] == ["dear"]
+    (versus,) = picked.versus
+    assert not versus.tie and versus.seeds == 3
+    assert versus.difference.low <= 0.05 <= versus.difference.high
+
+
+def test_a_tie_goes_to_the_cheaper_variant():
+    """0.002 apart: within the noise of 2,000 rows. The dearer one leads by its mean
+    estimate, but the cheaper is chosen."""
+    table, picked = choice({"cheap": 0.0, "dear": 0.002}, {"cheap": 1.0, "dear": 9.0})
+    (leader,) = picked.leaders
+    assert table.loc[leader, "variant"] == "dear"
+    assert [v.tie for v in picked.versus] == [True]
+    assert [table.loc[i, "variant"] for i in picked.chosen] == ["cheap"]
+    assert picked.cells[leader] == "leader" and picked.cells[1 - leader].endswith(" tie")
+
+
+def test_runs_that_scored_other_rows_are_not_paired():
+    records, _ = runs_of({"a": 0.0, "b": 0.002}, {"a": 1.0, "b": 9.0})
+    shifted = {f"b-{s}": scored(*validation_rows(s)[:1], np.ones(2300, bool)).assign(
+        index=lambda t: t["index"] + 1) for s in range(3)}
+    table, picked = choice({"a": 0.0, "b": 0.002}, {"a": 1.0, "b": 9.0}, shifted)
+    assert [v.difference for v in picked.versus] == [None]
+    assert picked.chosen == picked.leaders  # unpaired: the highest estimate, as before
+
+
+def test_compare_runs_writes_the_paired_column_and_says_why(tmp_path):
+    records, scores = runs_of({"cheap": 0.0, "dear": 0.002}, {"cheap": 1.0, "dear": 9.0})
+    result = compare_runs(records, tmp_path, ["variant"], scores_of=scores.get)
+    assert PAIRED_COLUMN in result.table
+    assert result.table.loc[result.table["chosen"], "variant"].tolist() == ["cheap"]
+    assert "variant=cheap" in result.choice[0] and "a tie" in result.choice[1]
+    text = (tmp_path / "comparison.md").read_text()
+    assert "leader" in text and " tie" in text
+
+
+def test_each_grid_point_gets_its_own_leader_and_choice():
+    """Two grid points (split.n_p 100 and 200), each with a clear winner of its own."""
+    records = []
+    scores = {}
+    for n_p, gains in ((100, {"a": 0.05, "b": 0.0}), (200, {"a": 0.0, "b": 0.05})):
+        made, made_scores = runs_of(gains, {"a": 1.0, "b": 1.0})
+        for r in made:
+            r.params["split.n_p"] = str(n_p)
+            r.run_id = f"{r.run_id}-{n_p}"
+        records += made
+        scores.update({f"{k}-{n_p}": v for k, v in made_scores.items()})
+    frame = runs_frame({"name": r.name, "run_id": r.run_id, "params": r.params,
+                        "metrics": r.metrics, "variant": r.tags["variant"],
+                        "minutes": r.minutes} for r in records)
+    table = comparison_table(frame, ["variant", "split.n_p"])
+    picked = choose_paired(table, frame, ["variant", "split.n_p"], scores.get, ["split.n_p"])
+    chosen = {(table.loc[i, "split.n_p"], table.loc[i, "variant"]) for i in picked.chosen}
+    assert chosen == {(100, "a"), (200, "b")}
