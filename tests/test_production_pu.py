@@ -85,6 +85,12 @@ def test_a_cycle_with_p_and_u_alone(tmp_path):
         assert (holdout["y_test"][holdout["pu_test"] == 0] == -1).all()  # nothing known
         prior = float(holdout["prior"])
         assert abs(prior - y.mean()) < 0.1 and "PU: 40 labelled positive" in result.output
+        # what a holdout of this size can tell (case_control: U is all 200 rows)
+        from pucl.evaluation.label_free import accuracy_halfwidth
+
+        width = accuracy_halfwidth(40, 200, prior)
+        assert (f"40 labelled positives and 200 unlabeled rows estimate a model's accuracy "
+                f"within about +-{width:.3f}") in " ".join(result.output.split())
 
         pucl("retrain", "--no-progress")
         first = retrain_tags(client)

@@ -123,3 +123,20 @@ def test_an_alert_only_when_the_whole_interval_lies_below_the_reference():
     assert drop_alert(est, 0.90, "batch 00002") == (
         "batch 00002: estimated accuracy 0.8000 [0.7500, 0.8500] is below the 0.9000 it "
         "scored on the holdout")
+
+
+def test_the_expected_halfwidth_is_the_spread_over_fresh_held_out_parts():
+    """accuracy_halfwidth against 400 simulated SCAR parts (TPR 0.9, FPR 0.1, prior 0.4,
+    40 positives and 400 unlabeled rows): 1.96 times the estimates' spread, within 10%."""
+    from pucl.evaluation.label_free import accuracy_halfwidth, point_estimates
+
+    rng = np.random.default_rng(0)
+    estimates = []
+    for _ in range(400):
+        y_u = rng.random(400) < 0.4
+        u = np.where(y_u, rng.random(400) < 0.9, rng.random(400) < 0.1).astype(float)
+        p = (rng.random(40) < 0.9).astype(float)
+        estimates.append(point_estimates(p, u, 0.4)["accuracy"])
+    assert accuracy_halfwidth(40, 400, 0.4) == pytest.approx(1.96 * np.std(estimates),
+                                                             rel=0.1)
+    assert accuracy_halfwidth(400, 4000, 0.4) < accuracy_halfwidth(40, 400, 0.4) / 3

@@ -97,12 +97,30 @@ def data_init(
     kind = ("labelled" if holdout.pu is None else
             f"PU: {int(holdout.pu.sum())} labelled positive, U's prior {holdout.prior:.4f} "
             "estimated and frozen with it")
+    if holdout.pu is not None:
+        _say_holdout_width(params, holdout)
     out.print(f"tracked dataset {directory}: {len(first.x)} training rows "
               f"({int(first.pu.sum())} labelled positive), holdout {len(holdout.x)} rows "
               f"({kind}); version {version.digest[:12]} (DVC {version.dvc_md5})")
     if rest_path is not None and remaining is not None:
         out.print(f"the other {len(remaining.x)} rows: {rest_path} (pucl data add {rest})")
     _advise_use(params, first.pu, holdout.pu is None)
+
+
+def _say_holdout_width(params, holdout) -> None:
+    """What a PU holdout of this size can tell: the width of a label-free accuracy
+    estimate on it, for a model right on 90% of each class."""
+    from pucl.data.split import unlabeled_rows
+    from pucl.evaluation.label_free import accuracy_halfwidth
+
+    n_p = int(holdout.pu.sum())
+    n_u = int(unlabeled_rows(holdout.pu == 1, params.split.scenario).sum())
+    width = accuracy_halfwidth(n_p, n_u, holdout.prior)
+    out.print(f"the holdout's {n_p} labelled positives and {n_u} unlabeled rows estimate a "
+              f"model's accuracy within about +-{width:.3f} (95%, for a model right on 90% "
+              "of each class); retrains promote only when the paired difference clears "
+              "tracking.min_improvement. A larger split.val_fraction at init narrows it",
+              soft_wrap=True)
 
 
 # What params.yaml needs to train on the tracked dataset (`pucl data use` writes it)

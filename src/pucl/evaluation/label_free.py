@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
+from scipy.stats import norm, rankdata
 
 from pucl.evaluation.metrics import classification_metrics
 
@@ -110,6 +110,18 @@ def estimate_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
         out[name] = Estimate(point[name], float(low), float(high), ends[0][name],
                              ends[1][name])
     return out
+
+
+def accuracy_halfwidth(n_p: int, n_u: int, prior: float, tpr: float = 0.9,
+                       fpr: float = 0.1, level: float = 0.95) -> float:
+    """How far, at `level`, the accuracy estimate of a model with this TPR and FPR strays
+    from its mean on `n_p` held-out labelled positives and `n_u` unlabeled rows drawn
+    apart (a normal approximation of the bootstrap interval): accuracy = 1 - pi - r +
+    2 pi TPR, so its variance is Var(r) + 4 pi^2 Var(TPR), with r = pi TPR + (1 - pi) FPR.
+    For sizing a holdout before any model exists."""
+    r = prior * tpr + (1.0 - prior) * fpr
+    variance = r * (1.0 - r) / n_u + 4.0 * prior ** 2 * tpr * (1.0 - tpr) / n_p
+    return float(norm.ppf(0.5 + level / 2.0) * np.sqrt(variance))
 
 
 # metrics.json's validation estimates: its name -> the metric of METRICS it reports
