@@ -109,7 +109,8 @@ def test_max_unlabeled_caps_the_rows_of_u_that_fit_reads():
                        scenario="single_dataset", max_unlabeled=200).fit(x, s)
     # pseudo-labels cover the rows fit read: 200 of U and every labelled positive
     assert len(clf.pseudo_labels_) == 200 + s.sum()
-    with pytest.raises(ValueError, match="max_unlabeled must be an integer of at least 100"):
+    with pytest.raises(ValueError, match="invalid parameter 'max_unlabeled' = 10: Input "
+                                         "should be greater than or equal to 100"):
         PUClassifier(max_unlabeled=10).fit(x, s)
 
 
@@ -280,14 +281,16 @@ def test_pu_classifier_learns_images_with_the_pupl_objective():
                        "km2, tedn, tice"),
     ({"prior": 1.5}, "prior must be in \\(0, 1\\), got 1.5"),
     ({"threshold": 2.0}, "threshold must be in \\[0, 1\\], got 2.0"),
-    ({"validation_fraction": 0.7}, "validation_fraction must be in \\[0, 0.5\\], got 0.7"),
+    ({"validation_fraction": 0.7}, "invalid parameter 'validation_fraction' = 0.7: Input "
+                                   "should be less than or equal to 0.5"),
     ({"validation_fraction": 0.1}, "validation_fraction = 0.1 holds out \\d+ labelled "
                                    "positives and \\d+ unlabeled rows; a validation estimate "
                                    "needs at least 20 of each \\(allowed: 0"),
     ({"neighbours": -1}, "invalid parameter 'classifier.neighbours' = -1"),
     ({"members": 0}, "invalid parameter 'pretrain.members' = 0"),
     ({"shift": 5}, "invalid parameter 'evaluate.tta_shift' = 5"),
-    ({"scenario": "both"}, "scenario must be case_control or single_dataset, got 'both'"),
+    ({"scenario": "both"}, "invalid parameter 'scenario' = 'both': Input should be "
+                           "'case_control' or 'single_dataset'"),
     ({"settings": {"pretrain.epochs": 2}}, "settings\\['pretrain.epochs'\\] is the "
                                             "parameter epochs: pass epochs=... instead"),
     ({"settings": {"prior.heldout.fold": 2}}, "unknown parameter 'prior.heldout.fold'; did "

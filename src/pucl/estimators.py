@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import ValidationError
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
@@ -35,7 +36,7 @@ from pucl.data.split import (
     unlabeled_rows,
     validation_rows,
 )
-from pucl.errors import DataError, ParamsError
+from pucl.errors import DataError, ParamsError, invalid_settings
 from pucl.evaluation.label_free import validation_metrics
 from pucl.io import jsonable, read_torch, write_torch
 from pucl.recipe import Recipe
@@ -296,16 +297,17 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         return Recipe.from_settings(settings, int(self.random_state))
 
     def _check_params(self) -> Recipe:
-        if self.scenario not in ("case_control", "single_dataset"):
-            raise ValueError(f"scenario must be case_control or single_dataset, got "
-                             f"{self.scenario!r}")
-        if self.max_unlabeled is not None and not (
-                isinstance(self.max_unlabeled, (int, np.integer)) and self.max_unlabeled >= 100):
-            raise ValueError(f"max_unlabeled must be an integer of at least 100 or None, got "
-                             f"{self.max_unlabeled!r}")
-        if not 0.0 <= self.validation_fraction <= 0.5:
-            raise ValueError(f"validation_fraction must be in [0, 0.5], got "
-                             f"{self.validation_fraction}")
+        # the split's settings keep the bounds params.yaml's split section has (one home)
+        split = {"scenario": self.scenario, "max_unlabeled": self.max_unlabeled,
+                 "val_fraction": self.validation_fraction}
+        try:
+            SplitParams.model_validate(split)
+        except ValidationError as exc:
+            key = {"val_fraction": "validation_fraction"}
+            line = str(invalid_settings(exc, SplitParams))
+            for field, name in key.items():
+                line = line.replace(f"'{field}'", f"'{name}'")
+            raise ValueError(line) from None
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
         if not isinstance(self.prior, str) and not 0.0 < float(self.prior) < 1.0:
