@@ -86,7 +86,7 @@ def test_writing_settings_changes_those_values_and_keeps_every_other_line(tmp_pa
               "split.n_p": 1000}  # n_p holds 1000 already: not a change
     changed = write_settings(path, wanted, parse_params)
     assert changed == {"data.dataset": ("mnist5k", "tracked"), "data.task": ("mnist-i", "given"),
-                       "split.val_fraction": (0.1, 0.15)}
+                       "split.val_fraction": ("auto", 0.15)}
     # an independent reading: the YAML as before with those three values changed
     expected = yaml.safe_load(original)
     expected["data"].update(dataset="tracked", task="given")

@@ -184,11 +184,11 @@ def smallest_share(n_labelled: int, n_other: int) -> float:
 
 
 def test_init_says_what_retraining_needs_and_data_use_writes_it(tmp_path):
-    """A newcomer's case: 200 labelled positives, 1,500 of 2,000 rows tracked. The 10%
-    validation part of a retrain would hold out 15 of the first batch's labelled
-    positives; init says so, and `pucl data use` writes what retraining needs into
-    params.yaml, so no retrain needs a --set."""
-    params = tiny_params(prior={"method": "given", "value": 0.5})
+    """A newcomer's case: 200 labelled positives, 1,500 of 2,000 rows tracked, and
+    split.val_fraction set to 0.1 by hand. The 10% validation part of a retrain would
+    hold out 15 of the first batch's labelled positives; init says so, and `pucl data
+    use` writes what retraining needs into params.yaml, so no retrain needs a --set."""
+    params = tiny_params(prior={"method": "given", "value": 0.5}, split={"val_fraction": 0.1})
     x, _, pu = pu_digits(200, seed=1)
     with pytest.MonkeyPatch.context() as mp:
         root = make_project(tmp_path / "proj", params)
@@ -214,3 +214,24 @@ def test_init_says_what_retraining_needs_and_data_use_writes_it(tmp_path):
         assert "params.yaml: data.dataset: mnist5k -> tracked" in used.output
         assert "params.yaml is valid" in pucl("check").output  # no --set needed now
         assert "already trains on the tracked dataset" in pucl("data", "use").output
+
+
+def test_auto_val_fraction_needs_no_advice_and_no_override(tmp_path):
+    """The same data with the default split.val_fraction, auto: init warns of nothing,
+    the retrain's params are valid as they are, and `pucl data use` leaves the share."""
+    params = tiny_params(prior={"method": "given", "value": 0.5})
+    assert params["split"]["val_fraction"] == "auto"
+    x, _, pu = pu_digits(200, seed=1)
+    with pytest.MonkeyPatch.context() as mp:
+        root = make_project(tmp_path / "proj", params)
+        np.savez(root / "pu.npz", x=x, pu=pu)
+        mp.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
+        mp.setenv("PUCL_ROOT", str(root))
+        mp.chdir(root)
+        result = pucl("data", "init", "pu.npz", "--rows", "1500", "--rest", "arriving.npz")
+        assert "warning" not in result.stderr
+        assert "params.yaml is valid" in pucl("check", "--set", "data.dataset=tracked",
+                                             "--set", "data.task=given").output
+        used = pucl("data", "use")
+        assert "split.val_fraction" not in used.output
+        assert "params.yaml is valid" in pucl("check").output

@@ -149,3 +149,23 @@ def test_u_is_capped_by_a_uniform_draw_that_keeps_every_labelled_positive():
     assert cap_unlabeled(split, 20_000, untouched) is split
     assert cap_unlabeled(split, None, untouched) is split
     assert untouched.random() == np.random.default_rng(2).random()
+
+
+@pytest.mark.parametrize("n_labelled, n_other, in_u, expected", [
+    (1000, 4000, True, 0.1),    # the default run: 100 labelled positives held out
+    (100, 500, True, 0.2),      # 10% would hold 10: the smallest share holding 20
+    (150, 2000, True, 0.13),    # 19.5 labelled positives round to 20
+    (38, 1000, True, 0.0),      # even half of them holds 19: no validation part
+    (500, 100, False, 0.2),     # single_dataset: U is the 100 others alone
+])
+def test_auto_val_fraction_is_a_tenth_or_what_twenty_rows_need(n_labelled, n_other, in_u,
+                                                               expected):
+    from pucl.data.split import MIN_VALIDATION_ROWS, resolve_val_fraction, validation_counts
+
+    got = resolve_val_fraction("auto", n_labelled, n_other, in_u)
+    assert got == pytest.approx(expected)
+    if got > 0:
+        assert min(validation_counts(n_labelled, n_other, got, in_u)) >= MIN_VALIDATION_ROWS
+        if got > 0.1:  # nothing smaller would do
+            assert min(validation_counts(n_labelled, n_other, got - 0.01, in_u)) < 20
+    assert resolve_val_fraction(0.3, n_labelled, n_other, in_u) == 0.3  # a number is itself

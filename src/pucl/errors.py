@@ -3,6 +3,7 @@ the traceback above it when PUCL_DEBUG=1."""
 
 import errno
 import os
+import re
 
 DEBUG_ENV = "PUCL_DEBUG"
 
@@ -80,13 +81,18 @@ def _names_at(model, loc: tuple) -> list[str]:
     return list(model.model_fields)
 
 
+_UNION_TAG = re.compile(r"^(constrained-[a-z]+|literal\[.*\])$")
+
+
 def invalid_settings(exc, model, where: str = "", source: str = "") -> ParamsError:
     """The first problem of a pydantic ValidationError of `model` as the one-line
     ParamsError every params-shaped input gets (params.yaml, a method's settings, a
     sweep file, the estimator's settings): the dotted key under `where`, the value and
     what is allowed; `source` (a file) leads the line."""
     error = exc.errors()[0]
-    loc = tuple(error["loc"])
+    # a setting of two kinds (a number or `auto`) names the kind it failed as in its
+    # location ('val_fraction', 'constrained-float'): the setting is what a user wrote
+    loc = tuple(part for part in error["loc"] if not _UNION_TAG.match(str(part)))
     key = ".".join(str(part) for part in ((where,) if where else ()) + loc)
     message = error["msg"].removeprefix("Value error, ")
     if not loc:  # a rule across fields: its message names them

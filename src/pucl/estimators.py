@@ -121,12 +121,13 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     settings : dict, default=None
         Any other setting, dotted as in params.yaml: {"prior.heldout.folds": 5,
         "pupl.method": "pu_kmeans", "classifier.nnpu.beta": 0.1}.
-    validation_fraction : float, default=0.0
+    validation_fraction : float or "auto", default=0.0
         Share of the labelled positives and of the other rows that `fit` sets aside,
         seeded, to estimate the model's accuracy, F1 and AUC from P and U alone
         (`estimates_`); no training step sees them. The pipeline's split.val_fraction,
-        0.1 there; 0 here, so that by default the model learns from every row given.
-        A part with fewer than 20 labelled positives or unlabeled rows is refused.
+        `auto` there (0.1, or the smallest share holding 20 labelled positives); 0 here,
+        so that by default the model learns from every row given. A share that holds
+        fewer than 20 labelled positives or unlabeled rows is refused.
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0

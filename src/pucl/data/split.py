@@ -169,6 +169,25 @@ def smallest_validation_fraction(n_labelled: int, n_other: int, labelled_in_u: b
     return float(np.ceil(needed * 100) / 100)
 
 
+AUTO = "auto"
+AUTO_SHARE = 0.1  # split.val_fraction auto: this share where it holds enough rows
+
+
+def resolve_val_fraction(setting: float | str, n_labelled: int, n_other: int,
+                         labelled_in_u: bool) -> float:
+    """split.val_fraction as a share of these counts: a number is itself; `auto` is 0.1
+    where that part holds MIN_VALIDATION_ROWS labelled positives and members of U, else
+    the smallest share that does (at most 0.5), else 0: too few labelled positives for
+    any validation part."""
+    if setting != AUTO:
+        return float(setting)
+    if min(validation_counts(n_labelled, n_other, AUTO_SHARE, labelled_in_u)) >= \
+            MIN_VALIDATION_ROWS:
+        return AUTO_SHARE
+    smallest = smallest_validation_fraction(n_labelled, n_other, labelled_in_u)
+    return smallest if smallest <= 0.5 else 0.0
+
+
 def check_validation_counts(n_labelled: int, n_other: int, fraction: float,
                             labelled_in_u: bool, setting: str = "split.val_fraction") -> None:
     """Refuse a validation part with fewer than MIN_VALIDATION_ROWS labelled positives or
@@ -188,19 +207,21 @@ def check_validation_counts(n_labelled: int, n_other: int, fraction: float,
         f"each (allowed: {allowed})")
 
 
-def validation_rows(split: PUSplit, fraction: float, rng: np.random.Generator,
+def validation_rows(split: PUSplit, fraction: float | str, rng: np.random.Generator,
                     setting: str = "split.val_fraction") -> np.ndarray:
-    """bool [n_train]: the used rows set aside for validation, `fraction` of the labelled
-    positives and `fraction` of the other used rows (each rounded), drawn apart so that
-    both counts are exact. Under case_control the held-out labelled positives stay members
-    of the held-out U, as in training. Refuses a part too small to estimate from
-    (check_validation_counts)."""
+    """bool [n_train]: the used rows set aside for validation, `fraction` (a share, or
+    `auto`: resolve_val_fraction) of the labelled positives and of the other used rows
+    (each rounded), drawn apart so that both counts are exact. Under case_control the
+    held-out labelled positives stay members of the held-out U, as in training. Refuses a
+    part too small to estimate from (check_validation_counts)."""
     held = np.zeros(len(split.labeled), dtype=bool)
+    others = split.used & ~split.labeled
+    n_labelled, n_other = int(split.labeled.sum()), int(others.sum())
+    labelled_in_u = bool((split.in_u & split.labeled).any())
+    fraction = resolve_val_fraction(fraction, n_labelled, n_other, labelled_in_u)
     if fraction <= 0:
         return held
-    others = split.used & ~split.labeled
-    check_validation_counts(int(split.labeled.sum()), int(others.sum()), fraction,
-                            bool((split.in_u & split.labeled).any()), setting)
+    check_validation_counts(n_labelled, n_other, fraction, labelled_in_u, setting)
     for stratum in (split.labeled, others):
         rows = np.flatnonzero(stratum)
         held[rng.choice(rows, size=int(round(fraction * len(rows))), replace=False)] = True

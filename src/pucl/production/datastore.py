@@ -26,6 +26,7 @@ from pucl.data.split import (
     check_validation_counts,
     given_pu_split,
     make_pu_split,
+    resolve_val_fraction,
     smallest_validation_fraction,
     unlabeled_rows,
     validation_rows,
@@ -269,27 +270,37 @@ def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
     other rows (seeded by base.seed; at least 20 of each) become the holdout. Its prior
     is frozen by `freeze_prior` once the first batch is known. Returns (the training rows
     left, the holdout)."""
-    fraction = params.split.val_fraction
-    if fraction <= 0:
-        raise DataError("this data has no labelled test split, so the holdout must be a PU "
-                        "holdout cut from it, and split.val_fraction = 0 cuts none (allowed: "
-                        "a val_fraction above 0, e.g. 0.1)")
     split = given_pu_split(batch.pu == 1, params.split.scenario)
-    held = validation_rows(split, fraction, np.random.default_rng(params.base.seed))
+    setting = params.split.val_fraction
+    labelled = int(split.labeled.sum())
+    if resolve_val_fraction(setting, labelled, int((split.used & ~split.labeled).sum()),
+                            params.split.scenario == "case_control") <= 0:
+        why = ("split.val_fraction = 0 cuts none (allowed: a val_fraction above 0, e.g. 0.1)"
+               if setting != "auto" else f"its {labelled} labelled positives are too few "
+               "for a holdout of at most half of them (20 needed in it; allowed: more "
+               "labelled positives)")
+        raise DataError("this data has no labelled test split, so the holdout must be a PU "
+                        f"holdout cut from it, and {why}")
+    held = validation_rows(split, setting, np.random.default_rng(params.base.seed))
     train = Batch(batch.x[~held], batch.pu[~held], batch.y[~held])
     return train, Holdout(batch.x[held], batch.y[held], batch.pu[held])
 
 
-def validation_fraction_for(params: Params, pu: np.ndarray, labelled_holdout: bool) -> float:
+def validation_fraction_for(params: Params, pu: np.ndarray, labelled_holdout: bool
+                            ) -> float | str:
     """The split.val_fraction that retraining on training rows with these PU labels can
     run with: params' own where its validation part holds enough rows (0 too, with a
-    labelled holdout to score on), else the smallest share that does. A DataError when
-    no share up to 0.5 does."""
+    labelled holdout to score on; `auto` wherever it finds a share), else the smallest
+    share that does. A DataError when no share up to 0.5 does."""
     fraction = params.split.val_fraction
     labelled = int(np.asarray(pu).sum())
     other, in_u = len(pu) - labelled, params.split.scenario == "case_control"
     if fraction == 0 and labelled_holdout:
         return 0.0
+    if fraction == "auto":
+        if resolve_val_fraction(fraction, labelled, other, in_u) > 0 or labelled_holdout:
+            return fraction
+        fraction = 0.0  # no share will do: refused below, naming the counts
     try:
         check_validation_counts(labelled, other, fraction, in_u)
         if fraction > 0:

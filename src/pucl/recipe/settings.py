@@ -32,8 +32,12 @@ class SplitParams(Section):
     scenario: Literal["case_control", "single_dataset"] = "case_control"
     prior: float | None = Field(None, gt=0.0, lt=1.0, description="subsample U to this prior")
     # the share of labelled positives and of the other rows set aside for the label-free
-    # validation estimates (pucl.evaluation.label_free); no training step sees them. 0: none
-    val_fraction: float = Field(0.1, ge=0.0, le=0.5, description="validation share")
+    # validation estimates (pucl.evaluation.label_free); no training step sees them. 0:
+    # none; auto: 0.1, or the smallest share that holds 20 labelled positives and 20
+    # members of U (pucl.data.split.resolve_val_fraction)
+    val_fraction: Annotated[float, Field(ge=0.0, le=0.5)] | Literal["auto"] = Field(
+        "auto", description="validation share (auto: 0.1, or what 20 labelled positives "
+        "need)")
     # U's rows at most: above it, training reads a seeded uniform subsample of U (every
     # labelled positive kept), so that the cost of a fit stops growing with the rows
     # (reports/tabular, scale). null: all of U

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from pucl.data import check_task, get_task, load_dataset
-from pucl.data.split import check_validation_counts
+from pucl.data.split import check_validation_counts, resolve_val_fraction
 from pucl.errors import DataError, ParamsError
 from pucl.params.config import Params
 from pucl.params.dataset import dataset_arguments
@@ -79,13 +79,18 @@ def check_inputs(params: Params, root: Path) -> None:
     if problem:
         raise ParamsError(f"pretrain.encoder = {p.encoder!r} does not fit "
                           f"{params.data.dataset} images of shape {list(shape)} ({problem})")
-    if n_test == 0 and params.split.val_fraction == 0:
+    setting = params.split.val_fraction
+    n_labelled = (int(given_pu[task.keep(y_train)].sum()) if given_pu is not None
+                  else params.split.n_p)
+    in_u = params.split.scenario == "case_control"
+    fraction = resolve_val_fraction(setting, n_labelled, len(kept) - n_labelled, in_u)
+    if n_test == 0 and fraction == 0:
+        why = ("split.val_fraction = 0 turns them off (allowed here: a val_fraction above 0, "
+               "e.g. 0.1)" if setting != "auto" else
+               f"its {n_labelled} labelled positives are too few for a validation part of "
+               "at most half of them (20 needed in it; allowed: more labelled positives)")
         raise ParamsError(f"{params.data.path or params.data.dataset} has no labelled test "
-                          "rows, so only the validation estimates can judge "
-                          "the classifier, and split.val_fraction = 0 turns them off "
-                          "(allowed here: a val_fraction above 0, e.g. 0.1)")
+                          "rows, so only the validation estimates can judge the classifier, "
+                          f"and {why}")
     if params.split.prior is None:  # else U's subsample is only known once drawn
-        n_labelled = (int(given_pu[task.keep(y_train)].sum()) if given_pu is not None
-                      else params.split.n_p)
-        check_validation_counts(n_labelled, len(kept) - n_labelled, params.split.val_fraction,
-                                params.split.scenario == "case_control")
+        check_validation_counts(n_labelled, len(kept) - n_labelled, fraction, in_u)
