@@ -266,3 +266,24 @@ def test_the_closing_hint_names_a_pucl_that_runs_as_printed(monkeypatch, tmp_pat
     shown = subprocess.run([program, "predict", "--help"], capture_output=True, text=True,
                            cwd=ROOT, env={**os.environ}, check=False)
     assert shown.returncode == 0 and "--model" in shown.stdout
+
+
+def test_pucl_runs_table_puts_results_and_estimates_before_diagnostics():
+    """`pucl run` and `pucl repro` print one table: test results, then the estimates from
+    P and U with their intervals, then the diagnostics (a P-and-U run has no test
+    results, so its estimates come first)."""
+    from rich.console import Console
+
+    from pucl.cli._common import sections_table
+
+    metrics = {"val_n_p": 20, "kmeans_potential": 359.78, "val_est_accuracy": 0.895,
+               "val_est_accuracy_low": 0.707, "val_est_accuracy_high": 0.974,
+               "prior_estimate": 0.5248, "prior_estimate_low": 0.4132,
+               "prior_estimate_high": 0.6364}
+    console = Console(record=True, width=100)
+    console.print(sections_table(metrics, "run"))
+    text = console.export_text()
+    order = [text.index(s) for s in ("from P and U alone", "0.8950 [0.707, 0.974]",
+                                     "0.5248 [0.413, 0.636]", "diagnostics",
+                                     "kmeans_potential")]
+    assert order == sorted(order) and "test results" not in text

@@ -64,12 +64,19 @@ def fail_on_full_disk() -> Iterator[None]:
 def metrics_table(path: Path) -> Table | None:
     if not path.exists():
         return None
+    return sections_table(json.loads(path.read_text()),
+                          f"results, estimates and diagnostics: {path.name}")
+
+
+def sections_table(metrics: dict, title: str) -> Table:
+    """A run's metrics in reading order (reporting.tables.metric_sections): the test
+    results, the estimates from P and U with their intervals, then the diagnostics."""
     from pucl.reporting.tables import metric_sections
 
-    table = Table(title=f"results, estimates and diagnostics: {path.name}")
+    table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    for title, rows in metric_sections(json.loads(path.read_text())):
+    for title, rows in metric_sections(metrics):
         table.add_section()
         table.add_row(f"[bold]{title}[/bold]", "")
         for key, value in rows:

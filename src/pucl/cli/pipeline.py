@@ -29,6 +29,7 @@ from pucl.cli._common import (
     project_or_exit,
     run_flow,
     score_hint,
+    sections_table,
     validated_overrides,
 )
 from pucl.errors import PuclError
@@ -176,12 +177,8 @@ def run_cmd(
     summary = run_flow(lambda: pipeline(overrides=overrides, run_name=name,
                                          project=str(root), progress=progress,
                                          name_prefix=prefix, tags=tags))
-    table = Table(title=f"test metrics: {summary['name']}")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for key, value in summary["metrics"].items():
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value))
-    out.print(table)
+    out.print(sections_table(summary["metrics"],
+                             f"results, estimates and diagnostics: {summary['name']}"))
     out.print(f"outputs: {summary['workdir']}")
     out.print(score_hint(Path(summary["workdir"])))
     if summary["mlflow_run_id"]:
