@@ -135,6 +135,9 @@ def test_a_cycle_with_p_and_u_alone(tmp_path):
         # the batch watched: its prior, and the champion's estimate on its own P and U
         watched = data_run(client, "00001").data.metrics
         assert abs(watched["monitor.prior"] - y.mean()) < 0.15
+        # the batch prior's own spread (TED^n's bootstrap and restarts), which the
+        # interval below covers where it is wider than evaluate.prior_error
+        assert 0 < watched["monitor.prior_halfwidth"] < 0.3
         assert watched["monitor.reference_accuracy"] == pytest.approx(naive, abs=1e-4)
         assert watched["monitor.estimated_accuracy_low"] <= watched[
             "monitor.estimated_accuracy"] <= watched["monitor.estimated_accuracy_high"]

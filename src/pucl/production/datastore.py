@@ -379,20 +379,27 @@ def estimate_prior(params: Params, unlabeled: np.ndarray, positives: np.ndarray,
     estimate kept within PRIOR_MARGIN of (0, 1); None for `oracle` (these rows carry no
     truth to give) or when the rows are too few for the estimator (`strict`: then the
     estimator's DataError instead)."""
+    return prior_with_halfwidth(params, unlabeled, positives, strict)[0]
+
+
+def prior_with_halfwidth(params: Params, unlabeled: np.ndarray, positives: np.ndarray,
+                         strict: bool = False) -> tuple[float | None, float | None]:
+    """`estimate_prior`, and the estimate's 95% half-width where its estimator measured
+    one (docs/prior.md; None for a given prior)."""
     from pucl.recipe import Recipe
     from pucl.recipe.prior import resolve_prior
 
     if params.prior.method == "oracle":
-        return None
+        return None, None
     try:
         prior = resolve_prior(Recipe.of(params), lambda: (unlabeled, positives))
     except DataError:  # too few rows for this estimator
         if strict:
             raise
-        return None
+        return None, None
     if prior.source == "given":
-        return prior.value
-    return min(max(prior.value, PRIOR_MARGIN), 1.0 - PRIOR_MARGIN)
+        return prior.value, None
+    return min(max(prior.value, PRIOR_MARGIN), 1.0 - PRIOR_MARGIN), prior.halfwidth
 
 
 def take_rows(batch: Batch, rows: int | None, seed: int) -> tuple[Batch, Batch | None]:

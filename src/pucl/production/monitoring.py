@@ -16,8 +16,9 @@ from pucl.data.split import unlabeled_rows
 from pucl.data.tracked import Batch, batch_files, read_batch
 from pucl.evaluation.label_free import Estimate, drop_alert, estimate_metrics
 from pucl.params.config import Params
-from pucl.production.datastore import estimate_prior
+from pucl.production.datastore import prior_with_halfwidth
 from pucl.production.serving import score
+from pucl.recipe.prior import error_allowed
 
 CHAMPION = tracking.CHAMPION
 
@@ -29,9 +30,11 @@ class BatchWatch:
     reference: float | None  # the champion's accuracy on the holdout
     champion_version: str | None
     alert: str | None
+    prior_halfwidth: float | None = None  # the batch prior's own 95% half-width
 
     def metrics(self) -> dict[str, float]:
-        out = {"monitor.prior": self.prior, "monitor.reference_accuracy": self.reference}
+        out = {"monitor.prior": self.prior, "monitor.prior_halfwidth": self.prior_halfwidth,
+               "monitor.reference_accuracy": self.reference}
         if self.accuracy is not None:
             low, high = self.accuracy.interval()
             out.update({"monitor.estimated_accuracy": self.accuracy.value,
@@ -62,20 +65,23 @@ def watch_batch(params: Params, root: Path, batch_id: str) -> BatchWatch:
     batch: Batch = batches[int(batch_id)]
     in_u = unlabeled_rows(batch.pu == 1, params.split.scenario)
     positives = np.concatenate([b.x[b.pu == 1] for b in batches])
-    prior = estimate_prior(params, batch.x[in_u], positives)
+    prior, halfwidth = prior_with_halfwidth(params, batch.x[in_u], positives)
     store = tracking.open_store(tracking.resolve_tracking_uri(params.tracking.uri, root),
                                 params.tracking.experiment, root)
     name = params.tracking.registered_model
     champion = store.version_for_alias(name, CHAMPION)
     if champion is None or prior is None or not (batch.pu == 1).any():
-        return BatchWatch(prior, None, None, champion.version if champion else None, None)
+        return BatchWatch(prior, None, None, champion.version if champion else None, None,
+                          halfwidth)
     model = tracking.load_version(store.uri, name, champion.version)
     scores = score(model, unit_scale(batch.x).astype(np.float32),
                    what=f"{name} v{champion.version}")
+    # the interval covers the prior's own half-width where it exceeds the stated error
     accuracy = estimate_metrics(scores[batch.pu == 1], scores[in_u], prior,
-                                prior_error=params.evaluate.prior_error,
+                                prior_error=error_allowed(params.evaluate.prior_error,
+                                                          halfwidth),
                                 seed=params.base.seed)["accuracy"]
     reference = holdout_accuracy(champion.tags, params.tracking.champion_metric)
     alert = (drop_alert(accuracy, reference, f"batch {batch_id}, champion "
                         f"v{champion.version}") if reference is not None else None)
-    return BatchWatch(prior, accuracy, reference, str(champion.version), alert)
+    return BatchWatch(prior, accuracy, reference, str(champion.version), alert, halfwidth)
