@@ -5,6 +5,8 @@ from the formula, and against the hidden labels the test kept aside."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
@@ -186,12 +188,10 @@ def smallest_share(n_labelled: int, n_other: int) -> float:
     raise AssertionError("no share")
 
 
-def test_init_says_what_retraining_needs_and_data_use_writes_it(tmp_path):
-    """A newcomer's case: 200 labelled positives, 1,500 of 2,000 rows tracked, and
-    split.val_fraction set to 0.1 by hand. The 10% validation part of a retrain would
-    hold out 15 of the first batch's labelled positives; init says so, and `pucl data
-    use` writes what retraining needs into params.yaml, so no retrain needs a --set."""
-    params = tiny_params(prior={"method": "given", "value": 0.5}, split={"val_fraction": 0.1})
+@contextlib.contextmanager
+def newcomers_project(tmp_path, params: dict):
+    """A project whose pu.npz holds 2,000 digits, 200 even ones labelled (P and U alone),
+    its MLflow store and PUCL_ROOT set, the current directory its root."""
     x, _, pu = pu_digits(200, seed=1)
     with pytest.MonkeyPatch.context() as mp:
         root = make_project(tmp_path / "proj", params)
@@ -199,6 +199,16 @@ def test_init_says_what_retraining_needs_and_data_use_writes_it(tmp_path):
         mp.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
         mp.setenv("PUCL_ROOT", str(root))
         mp.chdir(root)
+        yield root
+
+
+def test_init_says_what_retraining_needs_and_data_use_writes_it(tmp_path):
+    """A newcomer's case: 200 labelled positives, 1,500 of 2,000 rows tracked, and
+    split.val_fraction set to 0.1 by hand. The 10% validation part of a retrain would
+    hold out 15 of the first batch's labelled positives; init says so, and `pucl data
+    use` writes what retraining needs into params.yaml, so no retrain needs a --set."""
+    params = tiny_params(prior={"method": "given", "value": 0.5}, split={"val_fraction": 0.1})
+    with newcomers_project(tmp_path, params) as root:
         pucl("data", "use", code=2)  # nothing tracked yet: refused, params untouched
         result = pucl("data", "init", "pu.npz", "--rows", "1500", "--rest", "arriving.npz")
         first = np.load(root / "data/dataset/batches/00000.npz")["pu"]
@@ -224,13 +234,7 @@ def test_auto_val_fraction_needs_no_advice_and_no_override(tmp_path):
     the retrain's params are valid as they are, and `pucl data use` leaves the share."""
     params = tiny_params(prior={"method": "given", "value": 0.5})
     assert params["split"]["val_fraction"] == "auto"
-    x, _, pu = pu_digits(200, seed=1)
-    with pytest.MonkeyPatch.context() as mp:
-        root = make_project(tmp_path / "proj", params)
-        np.savez(root / "pu.npz", x=x, pu=pu)
-        mp.setenv("MLFLOW_TRACKING_URI", new_store(tmp_path / "mlflow.db"))
-        mp.setenv("PUCL_ROOT", str(root))
-        mp.chdir(root)
+    with newcomers_project(tmp_path, params):
         result = pucl("data", "init", "pu.npz", "--rows", "1500", "--rest", "arriving.npz")
         assert "warning" not in result.stderr
         assert "params.yaml is valid" in pucl("check", "--set", "data.dataset=tracked",
