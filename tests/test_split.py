@@ -169,3 +169,12 @@ def test_auto_val_fraction_is_a_tenth_or_what_twenty_rows_need(n_labelled, n_oth
         if got > 0.1:  # nothing smaller would do
             assert min(validation_counts(n_labelled, n_other, got - 0.01, in_u)) < 20
     assert resolve_val_fraction(0.3, n_labelled, n_other, in_u) == 0.3  # a number is itself
+
+
+def test_the_refusal_says_why_no_validation_part_was_set_aside():
+    from pucl.data.split import resolve_val_fraction, why_no_validation_part
+
+    assert resolve_val_fraction("auto", 30, 500, True) == 0.0
+    assert why_no_validation_part("auto", 30).startswith(
+        "its 30 labelled positives are too few for a validation part")
+    assert "split.val_fraction = 0 turns them off" in why_no_validation_part(0.0, 30)

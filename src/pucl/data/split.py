@@ -188,6 +188,17 @@ def resolve_val_fraction(setting: float | str, n_labelled: int, n_other: int,
     return smallest if smallest <= 0.5 else 0.0
 
 
+def why_no_validation_part(setting: float | str, n_labelled: int) -> str:
+    """Why split.val_fraction (`setting`, resolved to 0) sets no validation part aside,
+    for a refusal's line."""
+    if setting != AUTO:
+        return ("split.val_fraction = 0 turns them off (allowed here: a val_fraction above "
+                "0, e.g. 0.1)")
+    return (f"its {n_labelled} labelled positives are too few for a validation part of at "
+            f"most half of them ({MIN_VALIDATION_ROWS} needed in it; allowed: more labelled "
+            "positives)")
+
+
 def check_validation_counts(n_labelled: int, n_other: int, fraction: float,
                             labelled_in_u: bool, setting: str = "split.val_fraction") -> None:
     """Refuse a validation part with fewer than MIN_VALIDATION_ROWS labelled positives or

@@ -30,6 +30,7 @@ from pucl.data.split import (
     smallest_validation_fraction,
     unlabeled_rows,
     validation_rows,
+    why_no_validation_part,
 )
 from pucl.data.tracked import (
     BATCHES,
@@ -275,12 +276,9 @@ def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
     labelled = int(split.labeled.sum())
     if resolve_val_fraction(setting, labelled, int((split.used & ~split.labeled).sum()),
                             params.split.scenario == "case_control") <= 0:
-        why = ("split.val_fraction = 0 cuts none (allowed: a val_fraction above 0, e.g. 0.1)"
-               if setting != "auto" else f"its {labelled} labelled positives are too few "
-               "for a holdout of at most half of them (20 needed in it; allowed: more "
-               "labelled positives)")
         raise DataError("this data has no labelled test split, so the holdout must be a PU "
-                        f"holdout cut from it, and {why}")
+                        "holdout cut from it like a validation part, and "
+                        f"{why_no_validation_part(setting, labelled)}")
     held = validation_rows(split, setting, np.random.default_rng(params.base.seed))
     train = Batch(batch.x[~held], batch.pu[~held], batch.y[~held])
     return train, Holdout(batch.x[held], batch.y[held], batch.pu[held])

@@ -10,7 +10,11 @@ from typing import Any
 import numpy as np
 
 from pucl.data import check_task, get_task, load_dataset
-from pucl.data.split import check_validation_counts, resolve_val_fraction
+from pucl.data.split import (
+    check_validation_counts,
+    resolve_val_fraction,
+    why_no_validation_part,
+)
 from pucl.errors import DataError, ParamsError
 from pucl.params.config import Params
 from pucl.params.dataset import dataset_arguments
@@ -85,12 +89,8 @@ def check_inputs(params: Params, root: Path) -> None:
     in_u = params.split.scenario == "case_control"
     fraction = resolve_val_fraction(setting, n_labelled, len(kept) - n_labelled, in_u)
     if n_test == 0 and fraction == 0:
-        why = ("split.val_fraction = 0 turns them off (allowed here: a val_fraction above 0, "
-               "e.g. 0.1)" if setting != "auto" else
-               f"its {n_labelled} labelled positives are too few for a validation part of "
-               "at most half of them (20 needed in it; allowed: more labelled positives)")
         raise ParamsError(f"{params.data.path or params.data.dataset} has no labelled test "
                           "rows, so only the validation estimates can judge the classifier, "
-                          f"and {why}")
+                          f"and {why_no_validation_part(setting, n_labelled)}")
     if params.split.prior is None:  # else U's subsample is only known once drawn
         check_validation_counts(n_labelled, len(kept) - n_labelled, fraction, in_u)
