@@ -127,3 +127,10 @@ def test_a_given_prior_has_no_spread_and_no_warning():
         warnings.simplefilter("error", PriorUncertainWarning)
         clf = PUClassifier(prior=0.5, **FAST).fit(x, s)
     assert clf.prior_std_ is None
+
+
+def test_dedpul_bootstraps_at_most_its_bound_and_bbe_every_draw_asked():
+    scores = case_control(5, n=400, n_p=60)
+    assert PRIOR_ESTIMATORS.create("dedpul")._spread(scores, 100, 0)["prior_bootstrap"] == 20
+    assert PRIOR_ESTIMATORS.create("bbe")._spread(scores, 100, 0)["prior_bootstrap"] == 100
+    assert PRIOR_ESTIMATORS.create("bbe")._spread(scores, 0, 0) == {}

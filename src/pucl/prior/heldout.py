@@ -372,6 +372,7 @@ class HeldOutEstimator(PriorEstimator):
 
     cvir = False
     averaged_details: tuple[str, ...] = ()  # other estimates in the details, averaged too
+    max_bootstrap: int | None = None  # at most this many draws (a costly estimate; None: all)
 
     def __init__(self, classifier: str = "auto", folds: int = 2, restarts: int = 1,
                  validation: float = 0.2,
@@ -452,6 +453,7 @@ class HeldOutEstimator(PriorEstimator):
         """prior_std: the standard deviation of the estimate over `draws` bootstrap
         resamples of the held-out scores. It measures the noise of a finite P and U (the
         bins' counts), not that of the fold networks' training: restarts measure that."""
+        draws = min(draws, self.max_bootstrap or draws)
         if draws == 0:
             return {}
         rng = np.random.default_rng(None if state is None else [state, 1])
