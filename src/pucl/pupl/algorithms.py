@@ -160,3 +160,49 @@ def prior_rank(
     dist = _nearest(z, np.stack([z[positive].mean(axis=0), mu_n]))
     return PseudoLabels(positive.astype(np.int64), margin, _potential(dist, positive),
                         "prior_rank", 0, 0)
+
+
+def cluster_share(
+    z: np.ndarray,
+    labeled: np.ndarray,
+    in_u: np.ndarray,
+    prior: float,
+    clusters: int,
+    max_iter: int,
+    restarts: int,
+    seed: int,
+) -> PseudoLabels:
+    """k-means into `clusters` groups (faiss), then each group labelled by the share of
+    its U rows that are positive, read off the labelled positives: under SCAR a group
+    holding a fraction r of the labelled positives and a fraction u of U is
+    pi * r / u positive. Groups at or above one half are positive; a row's margin is its
+    group's share minus one half.
+
+    Where the positive class is several far-apart shapes (F-MNIST-I: trousers, coats,
+    sneakers), two clusters split by shape; many small clusters each hold one shape, and
+    the labelled positives say which shapes are positive."""
+    z = np.ascontiguousarray(z, dtype=np.float32)
+    labeled = np.asarray(labeled, dtype=bool)
+    in_u = np.asarray(in_u, dtype=bool)
+    if not 0.0 < prior < 1.0:
+        raise ValueError(f"prior must be in (0, 1), got {prior}")
+    if not labeled.any() or not in_u.any():
+        raise ValueError("cluster_share needs labelled positives and rows of U")
+    k = int(min(clusters, len(z)))
+    km = faiss.Kmeans(z.shape[1], k, niter=max_iter, nredo=restarts, seed=seed,
+                      verbose=False)
+    km.train(z)
+    dist, ids = km.index.search(z, 1)
+    group = ids[:, 0]
+    labelled_share = np.bincount(group[labeled], minlength=k) / labeled.sum()
+    u_share = np.bincount(group[in_u], minlength=k) / in_u.sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        positive_share = np.where(u_share > 0, prior * labelled_share / u_share,
+                                  (labelled_share > 0).astype(float))
+    positive_share = np.clip(positive_share, 0.0, 1.0)
+    positive = (positive_share[group] >= 0.5) | labeled
+    margin = (positive_share[group] - 0.5).astype(np.float32)
+    margin[labeled] = np.inf
+    return PseudoLabels(positive.astype(np.int64), margin,
+                        float(dist[:, 0].sum(dtype=np.float64)), "cluster_share",
+                        max_iter, 0)

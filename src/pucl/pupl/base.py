@@ -72,7 +72,10 @@ class PseudoLabeller(ClusterMixin, BaseEstimator):
     sets labels_, margin_ (> 0 leans positive), inertia_ (k-means potential), method_
     (what labelled in the end), fallback_ (why another method was used, or None) and
     degenerate_ (why the final labels are degenerate, or None: `degeneracy`, checked for
-    every labeller against its `prior` when it has one)."""
+    every labeller against its `prior` when it has one). `labels_with_prior`: the prior
+    estimate decides labels (not only checks them)."""
+
+    labels_with_prior = False
 
     def fit(self, X: Any, s: Any, in_u: Any = None) -> PseudoLabeller:
         z, labeled, member = check_pu_input(X, s, in_u)

@@ -12,6 +12,8 @@ from pucl.pupl.base import PSEUDO_LABELLERS, PseudoLabeller
 class PriorRankLabeller(PseudoLabeller):
     """The prior's share of U nearest (cosine) the labelled-positive centroid is positive."""
 
+    labels_with_prior = True
+
     def __init__(self, prior: float = 0.5):
         self.prior = prior
 

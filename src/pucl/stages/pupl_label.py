@@ -23,6 +23,7 @@ import pandas as pd
 
 from pucl.artifacts.models import load_model
 from pucl.io import write_json, write_table
+from pucl.pupl import PSEUDO_LABELLERS
 from pucl.recipe import Recipe
 from pucl.recipe.pupl import fit_pseudo_labels, pupl_features
 from pucl.runtime.device import resolve_device
@@ -46,7 +47,7 @@ def run(ctx: StageContext) -> dict:
     prior = ctx.class_prior("estimate")[0]
     labeller = fit_pseudo_labels(Recipe.of(ctx.params), z, labeled, in_u, prior)
     result, fallback, degenerate = labeller.result_, labeller.fallback_, labeller.degenerate_
-    prior_used = prior if result.method == "prior_rank" else None
+    prior_used = prior if PSEUDO_LABELLERS.get(result.method).target.labels_with_prior else None
     if fallback:
         print(f"pucl pupl_label: {fallback}", file=sys.stderr)
     if degenerate:  # kept (pu_kmeans is the paper's, prior-free), but never silently
