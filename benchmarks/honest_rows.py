@@ -7,8 +7,13 @@
 
 1. Every candidate variant (the preset's, or --variants; never one given the true
    prior) runs on each --choose seed.
-2. The variant with the highest mean `val_est_accuracy` over those seeds is chosen, by
-   the rule `pucl bench` uses (pucl.reporting.tables.chosen).
+2. The variant with the highest mean `val_est_accuracy` over those seeds leads; each
+   other variant is compared with it seed by seed on the validation rows both scored
+   (the paired difference, pucl.reporting.paired_choice, as `pucl bench` chooses). A
+   variant whose difference's interval holds 0 ties, and the cheapest of the leader and
+   its ties is chosen. Each run's validation scores are kept beside the rows
+   (`<out>_scores/`) so that a resumed run can pair them; rows measured before they were
+   kept are ranked by their mean estimate alone.
 3. The chosen variant is trained again on each --report seed with every labelled
    positive and every row of U (`split.val_fraction: 0`, as scikit-learn's
    GridSearchCV refits its best candidate on all the data): the validation part served
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -70,19 +76,27 @@ def candidates(preset: str, wanted: list[str] | None) -> dict[str, dict]:
             if prior_source({k: str(v) for k, v in o.items()}) != "oracle"}
 
 
-def run_one(overrides: dict, seed: int, cache: Path) -> dict:
-    """One whole pipeline: the metrics a row keeps, and its minutes per seed (an encoder
-    taken from the cache counted at what it cost to train, reporting.minutes_per_seed)."""
+def run_one(overrides: dict, seed: int, cache: Path) -> tuple[dict, pd.DataFrame]:
+    """One whole pipeline: the metrics a row keeps, its minutes per seed (an encoder
+    taken from the cache counted at what it cost to train, reporting.minutes_per_seed),
+    and its validation scores (what a paired choice reads)."""
     from pucl.reporting.tables import minutes_per_seed
 
-    run = run_once(overrides, seed, "honest-rows", cache)
+    run = run_once(overrides, seed, "honest-rows", cache,
+                   keep=("evaluate", "validation_scores.csv"))
     metrics, minutes, pretrain = run.metrics, run.minutes, run.stages.get("pretrain", {})
     keep = ("val_est_accuracy", "val_est_accuracy_low", "val_est_accuracy_high",
-            "val_true_accuracy", "accuracy", "prior_estimate", "prior_true")
-    return {**{k: metrics.get(k, float("nan")) for k in keep},
-            "minutes": minutes_per_seed(minutes, {
-                "pretrain_reused": pretrain.get("reused", 0.0),
-                "pretrain_seconds": pretrain.get("train_seconds", 0.0)})}
+            "val_true_accuracy", "accuracy", "prior_estimate", "prior_true", "val_prior")
+    return ({**{k: metrics.get(k, float("nan")) for k in keep},
+             "minutes": minutes_per_seed(minutes, {
+                 "pretrain_reused": pretrain.get("reused", 0.0),
+                 "pretrain_seconds": pretrain.get("train_seconds", 0.0)})}, run.kept)
+
+
+def scores_path(out: Path, preset: str, variant: str, settings: str, seed: int) -> Path:
+    """Where one choosing run's validation scores are kept (gzip CSV)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", settings)
+    return out.with_name(f"{out.stem}_scores") / f"{preset}__{variant}__{slug}__s{seed}.csv.gz"
 
 
 def summary_path(out: Path) -> Path:
@@ -106,18 +120,32 @@ def measured(rows: pd.DataFrame, preset: str, variant: str, settings: str, seed:
 
 
 def choose(rows: pd.DataFrame, preset: str, settings: str, seeds: list[int],
-           variants: list[str]) -> pd.DataFrame:
-    """Per variant: its mean validation estimate over the choosing seeds, and `chosen`
-    marking the one pucl's rule picks."""
+           variants: list[str], scores_of=lambda key: None) -> pd.DataFrame:
+    """Per variant: its mean validation estimate over the choosing seeds, how it stands
+    against the leader by the paired difference (`versus_leader`), and `chosen` marking
+    the one pucl's rule picks. `scores_of(key)`: a run's validation scores (None: not
+    kept), `key` being (variant, seed)."""
+    from pucl.reporting.paired_choice import SEED, choose_paired
     from pucl.reporting.tables import chosen
 
     mine = rows[(rows["preset"] == preset) & (rows["settings"] == settings)
-                & rows["seed"].isin(seeds) & rows["variant"].isin(variants)]
+                & rows["seed"].isin(seeds) & rows["variant"].isin(variants)
+                & (rows["role"] == "choose")]
     table = (mine.groupby("variant", sort=False)
              .agg(val_est_accuracy=("val_est_accuracy", "mean"),
-                  test_accuracy=("accuracy", "mean"), n=("seed", "count"))
+                  test_accuracy=("accuracy", "mean"), n=("seed", "count"),
+                  minutes_per_seed=("minutes", "mean"))
              .reindex(variants).reset_index())
-    return table.assign(chosen=chosen(table))
+    frame = mine.assign(**{SEED: mine["seed"],
+                           "run_id": [f"{v}|{s}" for v, s in zip(mine["variant"], mine["seed"],
+                                                                 strict=True)]})
+    if "val_prior" not in frame:
+        frame = frame.assign(val_prior=float("nan"))
+    paired = choose_paired(table, frame, ["variant"],
+                           lambda run_id: scores_of(tuple(run_id.split("|"))))
+    if paired is None:
+        return table.assign(versus_leader="", chosen=chosen(table))
+    return table.assign(versus_leader=paired.cells, chosen=paired.picks)
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
@@ -187,8 +215,13 @@ def main() -> None:
             return
         where = f"{variant} seed {seed}"
         with bar.running(where):
-            measures = run_one({**variants[variant], **extra,
-                                **(REFIT if role == "refit" else {})}, seed, args.cache)
+            measures, scores = run_one({**variants[variant], **extra,
+                                        **(REFIT if role == "refit" else {})}, seed, args.cache)
+        if role == "choose" and scores is not None and len(scores):
+            kept = scores_path(args.out, args.preset, variant, settings, seed)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(kept) as tmp:
+                scores.to_csv(tmp, index=False, float_format="%.6g", compression="gzip")
         row = {"preset": args.preset, "variant": variant, "settings": settings, "seed": seed,
                "role": role, **measures, "commit": commit}
         with atomic_path(args.out) as tmp:  # a kill mid-write loses no row
@@ -200,7 +233,12 @@ def main() -> None:
     for seed in args.choose:  # seed by seed: the variants of a seed share its encoders
         for variant in variants:
             run(variant, seed, "choose")
-    table = choose(read_rows(args.out), args.preset, settings, args.choose, list(variants))
+    def scores_of(key: tuple[str, str]) -> pd.DataFrame | None:
+        path = scores_path(args.out, args.preset, key[0], settings, int(key[1]))
+        return pd.read_csv(path, compression="gzip") if path.exists() else None
+
+    table = choose(read_rows(args.out), args.preset, settings, args.choose, list(variants),
+                   scores_of)
     bar.write(table.to_string(index=False))
     picked = table.loc[table["chosen"], "variant"].tolist()
     if not picked:

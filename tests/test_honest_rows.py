@@ -110,3 +110,49 @@ def test_a_resumed_run_skips_only_what_was_measured_with_the_same_settings(hones
     assert not honest.measured(rows, "p", "a", "default", 1)
     assert not honest.measured(rows, "p", "a", "split.val_fraction=0.2", 0)
     assert not honest.measured(rows, "q", "a", "default", 0)
+
+
+def paired_rows(gains: dict[str, float], minutes: dict[str, float]):
+    """Choosing rows whose kept validation scores differ by known amounts
+    (tests/test_paired_choice.runs_of), with a test accuracy that favours the dearest."""
+    from tests.test_paired_choice import runs_of
+
+    records, scores = runs_of(gains, minutes)
+    rows = pd.DataFrame([{**row(r.tags["variant"], int(r.params["base.seed"]), "choose",
+                                r.metrics["val_est_accuracy"],
+                                0.99 if minutes[r.tags["variant"]] > 5 else 0.5, 0.9,
+                                minutes=minutes[r.tags["variant"]]),
+                          "val_prior": r.metrics["val_prior"]} for r in records])
+    kept = {(r.tags["variant"], r.params["base.seed"]): scores[r.run_id] for r in records}
+    return rows, kept
+
+
+def test_a_tie_by_the_paired_difference_goes_to_the_cheaper_variant(honest):
+    """dear leads by its mean estimate, 0.002 apart: within the noise of the validation
+    rows, so the cheaper variant is chosen; dropping the kept scores falls back to the
+    mean rule."""
+    rows, kept = paired_rows({"cheap": 0.0, "dear": 0.002}, {"cheap": 1.0, "dear": 9.0})
+    table = honest.choose(rows, "p", "default", [0, 1, 2], ["cheap", "dear"],
+                          lambda key: kept.get(key))
+    by = table.set_index("variant")
+    assert by.loc["dear", "val_est_accuracy"] > by.loc["cheap", "val_est_accuracy"]
+    assert by["chosen"].to_dict() == {"cheap": True, "dear": False}
+    assert by.loc["dear", "versus_leader"] == "leader"
+    assert by.loc["cheap", "versus_leader"].endswith(" tie")
+    unpaired = honest.choose(rows, "p", "default", [0, 1, 2], ["cheap", "dear"])
+    assert unpaired.set_index("variant")["chosen"].to_dict() == {"cheap": False, "dear": True}
+
+
+def test_a_clear_paired_winner_is_chosen_however_dear(honest):
+    rows, kept = paired_rows({"cheap": 0.0, "dear": 0.05}, {"cheap": 1.0, "dear": 9.0})
+    table = honest.choose(rows, "p", "default", [0, 1, 2], ["cheap", "dear"],
+                          lambda key: kept.get(key))
+    assert table.set_index("variant")["chosen"].to_dict() == {"cheap": False, "dear": True}
+
+
+def test_scores_are_kept_under_a_name_each_run_owns(honest, tmp_path):
+    out = tmp_path / "honest.csv"
+    a = honest.scores_path(out, "fmnist-i", "v", "prior.heldout.folds=5 x=1", 3)
+    b = honest.scores_path(out, "fmnist-i", "v", "default", 3)
+    assert a.parent == tmp_path / "honest_scores" and a != b
+    assert a.name == "fmnist-i__v__prior.heldout.folds_5_x_1__s3.csv.gz"
