@@ -1,4 +1,5 @@
-"""Many clusters, each labelled by its share of labelled positives (`pupl.method: cluster_share`)."""
+"""Many clusters, each labelled by its share of labelled positives (`pupl.method:
+cluster_share`)."""
 
 from __future__ import annotations
 
