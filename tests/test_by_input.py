@@ -20,6 +20,15 @@ def test_auto_takes_the_recipe_of_the_input_kind(shape, pretrain_epochs, objecti
     assert for_inputs(recipe, shape) == recipe  # deciding twice changes nothing
 
 
+@pytest.mark.parametrize("rows, epochs", [(None, 100), (3_000, 100), (50_000, 100),
+                                          (50_001, 50), (1_000_000, 50)])
+def test_large_feature_tables_pretrain_fewer_epochs(rows, epochs):
+    assert for_inputs(Recipe(), (32,), rows).pretrain.epochs == epochs
+    assert for_inputs(Recipe(), (28, 28), rows).pretrain.epochs == 50  # images: always 50
+    given = Recipe.from_settings({"pretrain.epochs": 100})
+    assert for_inputs(given, (32,), rows).pretrain.epochs == 100  # a given value is kept
+
+
 def test_a_given_setting_is_kept_whatever_the_input():
     given = Recipe.from_settings({"classifier.objective": "nnpu"})
     decided = for_inputs(given, (12,))

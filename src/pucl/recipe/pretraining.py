@@ -91,7 +91,7 @@ def pretrain(recipe: Recipe, images: torch.Tensor, is_labeled: torch.Tensor,
              ) -> tuple[ContrastiveModel, PretrainResult]:
     """One encoder + projection head, pretrained with `seed` (weights, batches and
     augmentations); `resume` / `on_epoch`: the checkpoint contract of the training loop."""
-    recipe = for_inputs(recipe, tuple(images.shape[1:]))  # pretrain.epochs: auto
+    recipe = for_inputs(recipe, tuple(images.shape[1:]), len(images))  # pretrain.epochs: auto
     p = recipe.pretrain
     torch.manual_seed(seed)  # weights initialise identically on every run
     model = contrastive_model(recipe, images.shape[1:])

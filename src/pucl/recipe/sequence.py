@@ -45,7 +45,7 @@ def fit_sequence(recipe: Recipe, x: np.ndarray, labelled: np.ndarray, in_u: np.n
     rows `x`, their PU labels (`labelled`) and which rows are unlabeled (`in_u`). `clock`
     records each step's cost under its name: prior, pretrain, pupl, classifier."""
     clock = clock or StepClock()
-    recipe = for_inputs(recipe, x.shape[1:])
+    recipe = for_inputs(recipe, x.shape[1:], len(x))
 
     def step(name: str, run: Callable[[], object]):
         """One step from the random state a stage process starts with."""

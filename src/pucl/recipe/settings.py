@@ -110,9 +110,11 @@ class PretrainParams(MethodSection):
     # PUNCE / DCL: the estimate_prior stage's value, the true prior of U (benchmarks
     # only, tagged as oracle), or a number in [0, 1).
     prior: Literal["estimate", "oracle"] | float = "estimate"
-    # auto: by the kind of input (pucl.recipe.by_input: 50 for images, 100 for feature rows)
+    # auto: by the kind of input (pucl.recipe.by_input: 50 for images, 100 for feature rows,
+    # 50 for tables of over 50,000 rows)
     epochs: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
-        "auto", description="pretraining epochs (auto: 50 for images, 100 for feature rows)")
+        "auto", description="pretraining epochs (auto: 50 for images, 100 for feature rows; 50 "
+        "above 50,000 rows)")
     batch_size: int = Field(512, ge=2)
     lr: float = Field(2e-3, gt=0.0)
     weight_decay: float = Field(1e-5, ge=0.0)
