@@ -76,3 +76,13 @@ def test_refuses_a_prior_outside_the_open_unit_interval(prior):
     z, _, labeled, in_u = striped(6)
     with pytest.raises(ValueError, match="prior must be in"):
         cluster_share(z, labeled, in_u, prior, clusters=4, max_iter=5, restarts=1, seed=0)
+
+
+@pytest.mark.parametrize("n_labeled, expected", [(10, 2), (300, 15), (900, 45), (5000, 100)])
+def test_auto_gives_one_cluster_per_twenty_labelled_positives(n_labeled, expected):
+    from pucl.pupl.cluster_share import clusters_for
+
+    labeled = np.zeros(6000, dtype=bool)
+    labeled[:n_labeled] = True
+    assert clusters_for("auto", labeled) == expected
+    assert clusters_for(7, labeled) == 7
