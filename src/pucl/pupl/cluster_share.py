@@ -11,7 +11,6 @@ from pydantic import Field
 from pucl.pupl.algorithms import PseudoLabels, cluster_share
 from pucl.pupl.base import PSEUDO_LABELLERS, EntryParams, PseudoLabeller
 
-
 LABELLED_PER_CLUSTER = 20
 MAX_CLUSTERS = 100
 
