@@ -174,3 +174,52 @@ def test_auto_keeps_2means_when_it_agrees_with_the_prior():
     auto.fit(z, labeled, in_u)
     assert auto.fallback_ is None and auto.method_ == "pu_kmeans"
     np.testing.assert_array_equal(auto.labels_, plain.fit_predict(z, labeled, in_u))
+
+
+def _lloyd_from(z, labeled, mu_n, max_iter=100):
+    """Naive clamped 2-means from (mean of the labelled, mu_n), in float64: labels and
+    the potential of eq. 45."""
+    z = z.astype(np.float64)
+    mu_p = z[labeled].mean(axis=0)
+    positive = None
+    for _ in range(max_iter):
+        new = (((z - mu_p) ** 2).sum(1) <= ((z - mu_n) ** 2).sum(1)) | labeled
+        if positive is not None and (new == positive).all():
+            break
+        positive = new
+        mu_p, mu_n = z[positive].mean(axis=0), z[~positive].mean(axis=0)
+    pot = ((z[positive] - mu_p) ** 2).sum() + ((z[~positive] - mu_n) ** 2).sum()
+    return positive, pot
+
+
+def test_the_mean_start_is_one_more_run_and_wins_only_on_potential():
+    """On the three blobs the D^2 draws reach the {P, near N} / {far N} split; a run
+    started at U's mean is checked against a naive Lloyd from the same start, and the
+    kept result is whichever potential is lower."""
+    rng = np.random.default_rng(0)
+    z, y, labeled = _three_blobs(rng)
+    plain = pu_kmeans(z, labeled, 5, 100, np.random.default_rng(3))
+    both = pu_kmeans(z, labeled, 5, 100, np.random.default_rng(3), mean_start=True)
+    naive, naive_pot = _lloyd_from(z, labeled, z[~labeled].astype(np.float64).mean(axis=0))
+    assert both.potential <= plain.potential + 1e-6
+    if both.best_restart == 5:  # the mean start won: it is the naive run's labelling
+        np.testing.assert_array_equal(both.labels.astype(bool), naive)
+        assert both.potential == pytest.approx(naive_pot, rel=1e-4)
+    else:  # the D^2 runs are the same draws with or without it
+        np.testing.assert_array_equal(both.labels, plain.labels)
+        assert naive_pot >= plain.potential - 1e-3 * abs(plain.potential)
+
+
+def test_the_mean_start_alone_is_the_naive_lloyd_from_the_mean_of_u():
+    """No D^2 draw: the one run is Lloyd from (mean of the labelled, mean of U), checked
+    against the naive float64 run on data where P and N overlap a little."""
+    rng = np.random.default_rng(1)
+    z = np.concatenate([rng.normal(0.0, 1.0, (600, 3)), rng.normal(2.5, 1.5, (900, 3))])
+    z = z.astype(np.float32)
+    labeled = np.zeros(len(z), dtype=bool)
+    labeled[rng.choice(600, 60, replace=False)] = True
+    alone = pu_kmeans(z, labeled, 0, 100, np.random.default_rng(0), mean_start=True)
+    naive, naive_pot = _lloyd_from(z, labeled, z[~labeled].astype(np.float64).mean(axis=0))
+    assert alone.best_restart == 0
+    assert (alone.labels.astype(bool) != naive).sum() <= 2  # float32 ties at most
+    assert alone.potential == pytest.approx(naive_pot, rel=1e-4)

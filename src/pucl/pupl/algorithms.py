@@ -91,8 +91,14 @@ def pu_kmeans(
     restarts: int,
     max_iter: int,
     rng: np.random.Generator,
+    mean_start: bool = False,
 ) -> PseudoLabels:
     """z: float [n, d] features of every training row; labeled: bool [n].
+
+    `mean_start`: one more run, its negative centroid started at the unlabeled rows'
+    mean (the authors' released code starts there, and only there); the lowest potential
+    over all runs still wins, so it can only lower the potential. Its `best_restart` is
+    `restarts`. The D^2 draws are the same with it or without.
 
     The Lloyd iterations assign by the exact two-centroid half-space test in chunks;
     each restart's final labelling, potential and margins come from a faiss search."""
@@ -110,10 +116,13 @@ def pu_kmeans(
     d2 = np.maximum(d2, 0.0)
     seed_prob = d2 / d2.sum() if d2.sum() > 0 else None
 
+    starts = [z[unlabeled[rng.choice(len(unlabeled), p=seed_prob)]].copy()
+              for _ in range(restarts)]
+    if mean_start:
+        starts.append(z[unlabeled].mean(axis=0, dtype=np.float64).astype(np.float32))
     best: tuple[float, np.ndarray, np.ndarray, int, int] | None = None
-    for restart in range(restarts):
+    for restart, mu_n in enumerate(starts):
         mu_p = mu_p0.copy()
-        mu_n = z[unlabeled[rng.choice(len(unlabeled), p=seed_prob)]].copy()
         positive = None
         for it in range(1, max_iter + 1):  # noqa: B007  (it is reported)
             new = _closer_to_positive(z, mu_p, mu_n) | labeled

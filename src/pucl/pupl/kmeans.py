@@ -15,8 +15,10 @@ class PUPL(PseudoLabeller):
     prior estimate, a split far from it is flagged in degenerate_, never changed)."""
 
     def __init__(self, restarts: int = 50, max_iter: int = 100, prior: float | None = None,
-                 share_tolerance: float = 0.15, random_state: int | None = 0):
+                 share_tolerance: float = 0.15, random_state: int | None = 0,
+                 mean_start: bool = False):
         self.restarts = restarts
+        self.mean_start = mean_start
         self.max_iter = max_iter
         self.prior = prior  # not used to label: only to flag a degenerate split (degenerate_)
         self.share_tolerance = share_tolerance
@@ -25,4 +27,4 @@ class PUPL(PseudoLabeller):
     def _label(self, z: np.ndarray, labeled: np.ndarray, in_u: np.ndarray
                ) -> tuple[PseudoLabels, str | None]:
         rng = np.random.default_rng(self.random_state)
-        return pu_kmeans(z, labeled, self.restarts, self.max_iter, rng), None
+        return pu_kmeans(z, labeled, self.restarts, self.max_iter, rng, self.mean_start), None
