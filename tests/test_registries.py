@@ -83,7 +83,7 @@ def test_build_passes_each_entry_only_what_its_signature_names():
 def test_every_registry_lists_the_methods_named_in_params_yaml_comments():
     methods = pucl.list_methods()
     assert methods["prior estimator"] == ["bbe", "dedpul", "km1", "km2", "tedn", "tice"]
-    assert methods["pseudo-labeller"] == ["auto", "cluster_share", "prior_rank", "pu_kmeans"]
+    assert methods["pseudo-labeller"] == ["auto", "prior_rank", "pu_kmeans"]
     assert methods["pretraining method"] == ["contrastive", "ncpu", "ssc"]
     assert set(methods["classifier objective"]) == {"pupl_ce", "nnpu", "upu", "dist_pu",
                                                     "naive_ce", "method_head"}

@@ -141,8 +141,7 @@ class PretrainParams(MethodSection):
 class PuplParams(MethodSection):
     # a labeller of pucl.pupl.PSEUDO_LABELLERS: auto (the paper's pu_kmeans, unless its
     # share of positives in U is further than kmeans.share_tolerance from the prior
-    # estimate; then prior_rank, and the run says so), pu_kmeans, prior_rank or
-    # cluster_share (many clusters, each labelled by its share of labelled positives)
+    # estimate; then prior_rank, and the run says so), pu_kmeans or prior_rank
     method: str = "auto"
 
 
