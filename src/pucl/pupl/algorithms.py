@@ -91,7 +91,7 @@ def pu_kmeans(
     restarts: int,
     max_iter: int,
     rng: np.random.Generator,
-    mean_start: bool = False,
+    mean_start: bool = True,
 ) -> PseudoLabels:
     """z: float [n, d] features of every training row; labeled: bool [n].
 

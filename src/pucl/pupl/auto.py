@@ -16,7 +16,7 @@ class AutoLabeller(PUPL):
     (fallback_ says why)."""
 
     def __init__(self, prior: float = 0.5, share_tolerance: float = 0.15, restarts: int = 50,
-                 max_iter: int = 100, random_state: int | None = 0, mean_start: bool = False):
+                 max_iter: int = 100, random_state: int | None = 0, mean_start: bool = True):
         super().__init__(restarts, max_iter, prior, share_tolerance, random_state, mean_start)
 
     def _label(self, z: np.ndarray, labeled: np.ndarray, in_u: np.ndarray

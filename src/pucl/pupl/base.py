@@ -24,7 +24,7 @@ class KMeansParams(EntryParams):
     max_iter: int = Field(100, ge=1, description="Lloyd iterations per run")
     share_tolerance: float = Field(0.15, gt=0.0, lt=1.0, description="auto: accepted "
                                    "|2-means positive share of U - prior estimate|")
-    mean_start: bool = Field(False, description="one more run, its negative centroid "
+    mean_start: bool = Field(True, description="one more run, its negative centroid "
                              "started at U's mean (the authors' released code's start)")
 
 

@@ -16,7 +16,7 @@ class PUPL(PseudoLabeller):
 
     def __init__(self, restarts: int = 50, max_iter: int = 100, prior: float | None = None,
                  share_tolerance: float = 0.15, random_state: int | None = 0,
-                 mean_start: bool = False):
+                 mean_start: bool = True):
         self.restarts = restarts
         self.mean_start = mean_start
         self.max_iter = max_iter
