@@ -84,6 +84,15 @@ def test_a_tie_goes_to_the_cheaper_variant():
     assert picked.cells[leader] == "leader" and picked.cells[1 - leader].endswith(" tie")
 
 
+def test_a_tie_within_a_tenth_of_the_minutes_keeps_the_leader():
+    """8.6 against 9.0 minutes is the noise of two runs' clocks, not a saving: the
+    leader (the higher estimate) stays."""
+    table, picked = choice({"cheap": 0.0, "dear": 0.002}, {"cheap": 8.6, "dear": 9.0})
+    (leader,) = picked.leaders
+    assert [v.tie for v in picked.versus] == [True]
+    assert picked.chosen == [leader] and table.loc[leader, "variant"] == "dear"
+
+
 def test_runs_that_scored_other_rows_are_not_paired():
     records, _ = runs_of({"a": 0.0, "b": 0.002}, {"a": 1.0, "b": 9.0})
     shifted = {f"b-{s}": scored(*validation_rows(s)[:1], np.ones(2300, bool)).assign(

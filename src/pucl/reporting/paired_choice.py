@@ -6,8 +6,9 @@ with it on the validation rows both scored: seed by seed (runs with the same `ba
 share a split, so the same held-out P and U), the leader's accuracy minus the other's,
 averaged over the seeds both have, with a paired bootstrap interval. A group whose
 interval holds 0 ties with the leader, and among the leader and the groups tied with it
-the cheapest (fewest minutes per seed) is chosen: when the held-out rows cannot tell two
-variants apart, the cheaper one is the better buy. Groups that cannot be paired (no seed
+the cheapest (fewest minutes per seed) is chosen if it saves at least a tenth of the
+leader's minutes, else the leader: when the held-out rows cannot tell two variants
+apart, the clearly cheaper one is the better buy. Groups that cannot be paired (no seed
 in common, other rows, another prior) are only ranked by their mean estimate, as before.
 """
 
@@ -23,6 +24,7 @@ from pucl.evaluation.paired import Difference, PairedRows, paired_difference_ove
 from pucl.reporting.tables import CHOICE_METRIC
 
 SEED = "base.seed"
+CLEARLY_CHEAPER = 0.9  # a tied group must cost at most this share of the leader's minutes
 ScoresOf = Callable[[str], "pd.DataFrame | None"]  # run id -> its validation_scores.csv
 
 
@@ -111,9 +113,20 @@ def choose_paired(table: pd.DataFrame, frame: pd.DataFrame, by: Sequence[str],
                           + (" tie" if v.tie else ""))
             if v.tie:
                 tied.append(v.group)
-        picks[min(tied, key=lambda r: (np.inf if pd.isna(cost[r]) else cost[r],
-                                       r != leader))] = True
+        picks[cheapest_tied(tied, leader, cost)] = True
     return PairedChoice(picks, cells, leaders, versus)
+
+
+def cheapest_tied(tied: list[int], leader: int, cost: pd.Series) -> int:
+    """Among the leader and the groups tied with it, the cheapest that costs at most
+    CLEARLY_CHEAPER of the leader's minutes; else the leader. Two runs of one variant
+    differ by a few percent in minutes, so a smaller saving is noise, not a reason to
+    give up the higher estimate."""
+    def minutes(row: int) -> float:
+        return np.inf if pd.isna(cost[row]) else float(cost[row])
+
+    cheaper = [r for r in tied if r != leader and minutes(r) <= CLEARLY_CHEAPER * minutes(leader)]
+    return min(cheaper, key=minutes) if cheaper else leader
 
 
 def _parts(lead: pd.DataFrame, other: pd.DataFrame,
