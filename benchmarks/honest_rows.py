@@ -10,8 +10,8 @@
 2. The variant with the highest mean `val_est_accuracy` over those seeds leads; each
    other variant is compared with it seed by seed on the validation rows both scored
    (the paired difference, pucl.reporting.paired_choice, as `pucl bench` chooses). A
-   variant whose difference's interval holds 0 ties, and the cheapest of the leader and
-   its ties is chosen. Each run's validation scores are kept beside the rows
+   variant whose difference's interval holds 0 ties; the cheapest tie that saves a
+   tenth of the leader's minutes is chosen, else the leader. Each run's validation scores are kept beside the rows
    (`<out>_scores/`) so that a resumed run can pair them; rows measured before they were
    kept are ranked by their mean estimate alone.
 3. The chosen variant is trained again on each --report seed with every labelled

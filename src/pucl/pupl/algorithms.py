@@ -169,4 +169,3 @@ def prior_rank(
     dist = _nearest(z, np.stack([z[positive].mean(axis=0), mu_n]))
     return PseudoLabels(positive.astype(np.int64), margin, _potential(dist, positive),
                         "prior_rank", 0, 0)
-
