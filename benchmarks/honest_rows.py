@@ -11,9 +11,9 @@
    other variant is compared with it seed by seed on the validation rows both scored
    (the paired difference, pucl.reporting.paired_choice, as `pucl bench` chooses). A
    variant whose difference's interval holds 0 ties; the cheapest tie that saves a
-   tenth of the leader's minutes is chosen, else the leader. Each run's validation scores are kept beside the rows
-   (`<out>_scores/`) so that a resumed run can pair them; rows measured before they were
-   kept are ranked by their mean estimate alone.
+   tenth of the leader's minutes is chosen, else the leader. Each run's validation
+   scores are kept beside the rows (`<out>_scores/`) so that a resumed run can pair
+   them; rows measured before they were kept are ranked by their mean estimate alone.
 3. The chosen variant is trained again on each --report seed with every labelled
    positive and every row of U (`split.val_fraction: 0`, as scikit-learn's
    GridSearchCV refits its best candidate on all the data): the validation part served
