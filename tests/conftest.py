@@ -161,7 +161,7 @@ def project(tmp_path, tracking_uri, monkeypatch) -> Path:
 SLOWEST_FIRST = ("test_sweep_flows.py", "test_flows.py", "test_production.py", "test_cli.py",
                  "test_production_pu.py",
                  "test_finetune.py", "test_other_methods.py", "test_km2.py", "test_stages.py",
-                 "test_one_recipe.py", "test_members.py", "test_resume.py",
+                 "test_one_recipe.py", "test_crossfit.py", "test_members.py", "test_resume.py",
                  "test_bad_inputs.py", "test_registries.py", "test_orphans.py",
                  "test_server_reaper.py", "test_device_path.py", "test_estimators.py",
                  "test_own_data.py")

@@ -178,6 +178,28 @@ def test_the_estimator_says_how_good_it_is_from_p_and_u_alone(tmp_path):
         clf.estimate(x_new, s_new + 1)
 
 
+def test_cross_fitted_estimates_read_every_row_and_the_model_learns_from_all():
+    """validation_folds: the estimate reads every labelled positive and unlabeled row,
+    each scored out of its fold, and lands near the truth of fresh rows; the model itself
+    is the one a plain fit gives (every row trains it)."""
+    x, _, s = tabular_pu(1200, seed=3)
+    clf = PUClassifier(validation_folds=3, **FAST).fit(x, s)
+    got = clf.estimates_
+    assert (got["val_n_p"], got["val_n_u"], got["val_folds"]) == (s.sum(), len(s), 3)
+    assert got["val_est_accuracy_low"] <= got["val_est_accuracy"] <= got[
+        "val_est_accuracy_high"]
+    x_new, y_new, _ = tabular_pu(2000, seed=4)
+    truth = (clf.predict(x_new) == y_new).mean()
+    assert abs(got["val_est_accuracy"] - truth) < 0.05
+    plain = PUClassifier(**FAST).fit(x, s)
+    np.testing.assert_array_equal(plain.predict_proba(x_new), clf.predict_proba(x_new))
+    assert set(clf.timings_) == set(plain.timings_) | {"crossfit"}
+    with pytest.raises(ValueError, match="validation_folds = 1 leaves no row out"):
+        PUClassifier(validation_folds=1, **FAST).fit(x, s)
+    with pytest.raises(ValueError, match="validation_fraction = 0.2 would hold rows out"):
+        PUClassifier(validation_folds=3, validation_fraction=0.2, **FAST).fit(x, s)
+
+
 def test_a_file_that_is_not_a_saved_estimator_is_refused_in_one_line(tmp_path):
     import torch
 

@@ -32,6 +32,7 @@ from pucl.data.inputs import as_model_input
 from pucl.data.split import (
     MIN_VALIDATION_ROWS,
     cap_unlabeled,
+    crossfit_folds,
     given_pu_split,
     unlabeled_rows,
     validation_rows,
@@ -128,6 +129,13 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         `auto` there (0.1, or the smallest share holding 20 labelled positives); 0 here,
         so that by default the model learns from every row given. A share that holds
         fewer than 20 labelled positives or unlabeled rows is refused.
+    validation_folds : int, default=0
+        Cross-fitting instead (split.folds): with K >= 2, `fit` trains the classifier once
+        more per fold of the rows without that fold, so that `estimates_` reads every
+        labelled positive and unlabeled row, each scored by a classifier that never saw
+        it, while the model itself learns from every row (the prior, encoders and
+        pseudo-labels are fitted once; docs/evaluation.md). About K more classifier
+        steps of cost. 0: off.
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0
@@ -162,7 +170,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         Seconds `fit` spent in each step: prior, pretrain (every encoder), pupl (when the
         objective reads pseudo-labels), classifier.
     estimates_ : dict
-        With validation_fraction > 0: the label-free estimates of the held-out rows, named
+        With validation_fraction > 0 (or validation_folds): the label-free estimates of
+        the held-out (or out-of-fold) rows, named
         as in the pipeline's metrics.json: `val_est_accuracy`, `val_est_f1`, `val_est_auc`,
         each with `_low` / `_high` (an interval that also covers a prior off by
         evaluate.prior_error), and the held-out counts `val_n_p`, `val_n_u`
@@ -185,7 +194,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  scenario: str = SplitParams().scenario,
                  max_unlabeled: int | None = SplitParams().max_unlabeled,
                  settings: dict | None = None,
-                 validation_fraction: float = 0.0, threshold: float = 0.5,
+                 validation_fraction: float = 0.0, validation_folds: int = 0,
+                 threshold: float = 0.5,
                  random_state: int = BaseParams().seed,
                  device: str = BaseParams().device, progress: bool = True):
         self.prior = prior
@@ -213,6 +223,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.max_unlabeled = max_unlabeled
         self.settings = settings
         self.validation_fraction = validation_fraction
+        self.validation_folds = validation_folds
         self.threshold = threshold
         self.random_state = random_state
         self.device = device
@@ -300,14 +311,14 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
     def _check_params(self) -> Recipe:
         # the split's settings keep the bounds params.yaml's split section has (one home)
         split = {"scenario": self.scenario, "max_unlabeled": self.max_unlabeled,
-                 "val_fraction": self.validation_fraction}
+                 "val_fraction": self.validation_fraction, "folds": self.validation_folds}
         try:
             SplitParams.model_validate(split)
         except ValidationError as exc:
-            key = {"val_fraction": "validation_fraction"}
+            key = {"val_fraction": "validation_fraction", "folds": "validation_folds"}
             line = str(invalid_settings(exc, SplitParams))
             for field, name in key.items():
-                line = line.replace(f"'{field}'", f"'{name}'")
+                line = line.replace(f"'{field}'", f"'{name}'").replace(f"split.{field}", name)
             raise ValueError(line) from None
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
@@ -388,9 +399,15 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         # every row trains: the rows as given, not a copy of them
         x_fit, labelled_fit, in_u = ((x, labelled, split.in_u) if train.all() else
                                      (x[train], labelled[train], split.in_u[train]))
+        folds = None
+        if self.validation_folds:
+            try:
+                folds = crossfit_folds(labelled_fit, in_u, self.validation_folds, recipe.seed)
+            except DataError as exc:
+                raise ValueError(str(exc).replace("split.folds", "validation_folds")) from None
         clock = StepClock()
         fitted = fit_sequence(recipe, x_fit, labelled_fit, in_u,
-                              resolve_device(self.device), self.progress, clock)
+                              resolve_device(self.device), self.progress, clock, folds)
         self.timings_ = dict(clock.seconds)
         self.prior_ = fitted.prior.value
         self.prior_std_ = fitted.prior.details.get("prior_std")
@@ -400,6 +417,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.model_, self.head_ = self.members_[0]
         if held.any():
             self.estimates_ = self._estimates(self._scores(x[held]), s[held])
+        elif fitted.out_of_fold is not None:
+            self.estimates_ = {**self._estimates(fitted.out_of_fold, labelled_fit.astype(
+                np.int64)), "val_folds": self.validation_folds}
         return self
 
     def estimate(self, X: Any, y: Any) -> dict[str, float]:

@@ -237,3 +237,24 @@ def validation_rows(split: PUSplit, fraction: float | str, rng: np.random.Genera
         rows = np.flatnonzero(stratum)
         held[rng.choice(rows, size=int(round(fraction * len(rows))), replace=False)] = True
     return held
+
+
+def crossfit_folds(labelled: np.ndarray, in_u: np.ndarray, folds: int, seed: int
+                   ) -> np.ndarray:
+    """int [n]: each training row's fold, 0 to folds - 1, drawn with `seed` so that every
+    fold holds an equal share (to a row) of the labelled positives, of U's other members
+    and of the rows in neither. A row keeps one fold in every role it plays: under
+    case_control a labelled positive is out of its fold as a positive and as a member of
+    U alike."""
+    labelled, in_u = np.asarray(labelled, bool), np.asarray(in_u, bool)
+    if not 2 <= folds <= labelled.sum():
+        raise DataError(f"split.folds = {folds} needs a labelled positive in every fold, "
+                        f"and the training rows hold {int(labelled.sum())} (allowed: 2 to "
+                        f"{max(int(labelled.sum()), 2)})")
+    strata = np.where(labelled, 0, np.where(in_u, 1, 2))
+    fold = np.empty(len(labelled), dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    for stratum in np.unique(strata):
+        rows = rng.permutation(np.flatnonzero(strata == stratum))
+        fold[rows] = np.arange(len(rows)) % folds
+    return fold

@@ -10,8 +10,10 @@ STAGES: dict[str, tuple[str, ...]] = {
     "estimate_prior": ("data", "prior"),
     "pretrain": ("data", "pretrain"),
     "pupl_label": ("data", "pupl", "validation"),
-    "train_classifier": ("data", "classifier", "pretrain.augment"),  # augment: fine-tuning
-    "evaluate": ("data", "evaluate", "validation", "pretrain.augment"),
+    # augment: fine-tuning; the test views: split.folds scores its out-of-fold rows with them
+    "train_classifier": ("data", "classifier", "pretrain.augment", "evaluate.tta",
+                         "evaluate.tta_shift"),
+    "evaluate": ("data", "evaluate", "validation", "pretrain.augment", "split.folds"),
 }
 
 # Stages that need no deterministic torch kernels (numpy / scipy only; estimate_prior

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from pucl.data import ImageData, get_task
@@ -25,6 +26,8 @@ MANIFEST_COLUMNS = ("index", "split", "pu", "in_u", "y")
 # The class prior report under paths.prior (estimate_prior's), read by every later stage.
 PRIOR_REPORT = "prior.json"
 LABEL_COLUMNS = ("index", "pseudo_label")
+# train_classifier's out-of-fold scores under paths.classifier, read by evaluate
+CROSSFIT_SCORES = "crossfit_scores.parquet"
 
 
 @dataclass
@@ -57,6 +60,14 @@ class StageContext:
         """The manifest's rows of one part of the split (train, val, test), renumbered."""
         manifest = self.manifest()
         return manifest[manifest["split"] == part].reset_index(drop=True)
+
+    def out_of_fold(self) -> tuple[pd.DataFrame, np.ndarray]:
+        """With split.folds: the training rows and each one's score by the classifier
+        fitted without its fold (train_classifier's crossfit_scores); else no rows."""
+        scored = read_table(self.path("classifier", CROSSFIT_SCORES), ("index", "score"))
+        rows = self.rows("train").merge(scored[["index", "score"]], on="index",
+                                        validate="one_to_one")
+        return rows.drop(columns="score"), rows["score"].to_numpy()
 
     def validate(self, build: Callable[[], Any]) -> Any:
         """Run a data-contract suite (`build()` returns its report) when validation is on.

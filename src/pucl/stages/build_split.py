@@ -2,7 +2,8 @@
 
 Writes `manifest.parquet` (one row per used image: index into its split, split (train,
 val: the held-out validation part, test), pu = labelled positive, in_u = member of U,
-y = true binary label, label = original class; y and label are for evaluation only) and
+y = true binary label, label = original class; y and label are for evaluation only; with
+split.folds, fold = the cross-fitting fold of a training row, -1 on test rows) and
 `summary.json`. Later stages train on the `train` rows only.
 """
 
@@ -15,6 +16,7 @@ from pucl.data.catalog import dataset_spec
 from pucl.data.split import (
     PUSplit,
     cap_unlabeled,
+    crossfit_folds,
     given_pu_split,
     make_pu_split,
     validation_rows,
@@ -38,18 +40,10 @@ def run(ctx: StageContext) -> dict:
 
     keep_train = np.flatnonzero(task.keep(data.y_train))
     labels = data.y_train[keep_train]
-    if data.pu_train is not None:  # bring your own: the file names its labelled positives
-        if p.split.prior is not None:
-            raise ParamsError(f"split.prior = {p.split.prior} needs the true label of every "
-                              f"training row; dataset '{p.data.dataset}' gives its own PU "
-                              "split (allowed: null)")
-        split = given_pu_split(data.pu_train[keep_train], p.split.scenario)
-    else:
-        split = make_pu_split(labels, task.positive, p.split.n_p, p.split.scenario, rng,
-                              prior=p.split.prior)
-    split = cap_unlabeled(split, p.split.max_unlabeled, rng)  # draws only above the cap
+    split = cap_unlabeled(pu_split(p, data, keep_train, task, rng), p.split.max_unlabeled,
+                          rng)  # draws only above the cap
     # drawn after the split, so that val_fraction 0 leaves the split as it was
-    held = validation_rows(split, p.split.val_fraction, rng)
+    held = validation_rows(split, p.split.part_fraction, rng)
     y = np.where(labels < 0, -1, task.binarize(labels))  # -1: label unknown
     used = split.used
     train = pd.DataFrame({
@@ -63,6 +57,10 @@ def run(ctx: StageContext) -> dict:
         "y": task.binarize(data.y_test[keep_test]).astype(np.int8),
         "label": data.y_test[keep_test],
     })
+    if p.split.folds:  # cross-fitting: the fold each training row is left out of
+        train["fold"] = crossfit_folds(split.labeled[used], split.in_u[used], p.split.folds,
+                                       p.base.seed)
+        test["fold"] = -1
     manifest = pd.concat([train, test], ignore_index=True)
     summary = {
         **PUSplit(labeled=split.labeled & ~held, in_u=split.in_u & ~held).summary(y),
@@ -72,6 +70,7 @@ def run(ctx: StageContext) -> dict:
         "scenario": p.split.scenario,
         "dataset": p.data.dataset,
         "task": p.data.task,
+        **({"folds": p.split.folds} if p.split.folds else {}),
     }
     ctx.validate(lambda: suites.pu_split(
         manifest, summary, data.x_train[train["index"].to_numpy()],
@@ -84,6 +83,18 @@ def run(ctx: StageContext) -> dict:
     ctx.run.log_artifact(ctx.path("split", "manifest.parquet"))
     return {k: v for k, v in summary.items() if isinstance(v, (int, float))}
 
+
+
+def pu_split(p, data, keep_train: np.ndarray, task, rng: np.random.Generator) -> PUSplit:
+    """The PU split of the task's training rows: the data's own (npz, folder), else drawn."""
+    if data.pu_train is None:
+        return make_pu_split(data.y_train[keep_train], task.positive, p.split.n_p,
+                             p.split.scenario, rng, prior=p.split.prior)
+    if p.split.prior is not None:  # bring your own: the file names its labelled positives
+        raise ParamsError(f"split.prior = {p.split.prior} needs the true label of every "
+                          f"training row; dataset '{p.data.dataset}' gives its own PU "
+                          "split (allowed: null)")
+    return given_pu_split(data.pu_train[keep_train], p.split.scenario)
 
 
 def validation_summary(val: PUSplit, y: np.ndarray) -> dict:

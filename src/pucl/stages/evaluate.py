@@ -41,10 +41,6 @@ FILES = ("metrics.json", "roc.csv", "roc.png", "embedding.png", "errors_by_class
 def run(ctx: StageContext) -> dict:
     p, recipe = ctx.params.evaluate, Recipe.of(ctx.params)
     train, test, val = (ctx.rows(part) for part in ("train", "test", "val"))
-    if test.empty and val.empty:
-        raise DataError("nothing to evaluate on: the split has no labelled test rows and no "
-                        "validation part (allowed: split.val_fraction above 0, or data with "
-                        "x_test and y_test)")
     data, device = ctx.data(), resolve_device(ctx.params.base.device)
     models = load_models(ctx.path("pretrain", "model.pt"))
     members = load_classifier(ctx.path("classifier", "head.pt"), models)
@@ -55,6 +51,15 @@ def run(ctx: StageContext) -> dict:
     if len(val):  # the classifier's own scores (every view, every member), as on the test
         val_score = member_scores([head for _, head in members], view_features(
             recipe, members, x_val, reads, device), device).mean(axis=(0, 1))
+    elif ctx.params.split.folds:  # every training row, scored out of its fold
+        val, val_score = ctx.out_of_fold()
+        metrics["val_folds"] = ctx.params.split.folds
+        x_val = data.x_train[val["index"].to_numpy()]
+    if test.empty and val.empty:
+        raise DataError("nothing to evaluate on: the split has no labelled test rows and no "
+                        "validation part (allowed: split.val_fraction above 0, split.folds, "
+                        "or data with x_test and y_test)")
+    if len(val):
         in_u = val["in_u"].to_numpy()
         metrics.update(validation_metrics(
             val_score[val["pu"].to_numpy() == 1], val_score[in_u], float(prior["prior"]),

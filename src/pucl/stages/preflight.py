@@ -83,12 +83,16 @@ def check_inputs(params: Params, root: Path) -> None:
     if problem:
         raise ParamsError(f"pretrain.encoder = {p.encoder!r} does not fit "
                           f"{params.data.dataset} images of shape {list(shape)} ({problem})")
-    setting = params.split.val_fraction
+    setting = params.split.part_fraction
     n_labelled = (int(given_pu[task.keep(y_train)].sum()) if given_pu is not None
                   else params.split.n_p)
+    if params.split.folds > n_labelled:
+        raise ParamsError(f"split.folds = {params.split.folds} needs a labelled positive in "
+                          f"every fold, and the data holds {n_labelled} (allowed: 2 to "
+                          f"{max(n_labelled, 2)}, or 0 for a validation part)")
     in_u = params.split.scenario == "case_control"
     fraction = resolve_val_fraction(setting, n_labelled, len(kept) - n_labelled, in_u)
-    if n_test == 0 and fraction == 0:
+    if n_test == 0 and fraction == 0 and not params.split.folds:
         raise ParamsError(f"{params.data.path or params.data.dataset} has no labelled test "
                           "rows, so only the validation estimates can judge the classifier, "
                           f"and {why_no_validation_part(setting, n_labelled)}")

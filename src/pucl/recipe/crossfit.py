@@ -1,0 +1,67 @@
+"""Cross-fitted scores (split.folds): every training row scored by a classifier that did
+not train on it, so the label-free estimates read every labelled positive and every
+member of U while the shipped classifier trains on all of them.
+
+Folds for the classifier step only: the prior, the encoders and PUPL's pseudo-labels are
+fitted once on every row, as for the shipped classifier, and each fold fits the heads
+(and their fine-tuning) again from those pretrained encoders without its rows. What the
+encoder learnt from a held-out positive's label is the estimate's one leak; docs/
+evaluation.md says how large it measured.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from pucl.classify.objectives import TrainingRows
+from pucl.errors import ParamsError
+from pucl.models import ContrastiveModel
+from pucl.recipe import Recipe
+from pucl.recipe.classifier import classifier_objective, fit_classifiers
+from pucl.recipe.scoring import member_scores, view_features
+
+
+def without(rows: TrainingRows, out: np.ndarray) -> TrainingRows:
+    """The training rows less those where `out` is True."""
+    keep = ~out
+    pseudo = None if rows.pseudo_labels is None else rows.pseudo_labels[keep]
+    return TrainingRows(rows.index[keep], rows.labelled[keep], rows.in_u[keep], pseudo)
+
+
+def out_of_fold_scores(recipe: Recipe, models: Sequence[ContrastiveModel], x: np.ndarray,
+                       rows: TrainingRows, fold: np.ndarray, prior: float | None,
+                       device: torch.device,
+                       method_heads: Sequence[nn.Module | None] | None = None,
+                       progress: bool = False,
+                       announce: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """float [len(rows.index)]: each row's score by the classifier fitted without its fold
+    (`fold[i]` in 0 .. K - 1; a row of fold -1 is never left out and gets NaN), from
+    copies of the pretrained `models`, which stay as they are. Scored as the shipped
+    classifier scores: every member, every test-time view (evaluate.tta, tta_shift)."""
+    folds = int(fold.max()) + 1
+    if not classifier_objective(recipe).trains:
+        raise ParamsError(f"split.folds = {folds} refits the classifier without "
+                          f"each fold, and classifier.objective = "
+                          f"'{recipe.classifier.objective}' comes ready-made from "
+                          "pretraining (allowed with folds: an objective the head learns, "
+                          "e.g. nnpu)")
+    scores = np.full(len(rows.index), np.nan)
+    for k in range(folds):
+        if announce is not None:
+            announce(k, folds)
+        out = fold == k
+        copies = [copy.deepcopy(model) for model in models]
+        _, fitted = fit_classifiers(recipe, copies, x, without(rows, out), prior, device,
+                                    method_heads, progress)
+        members = [(model.eval(), member.head.eval())
+                   for model, member in zip(copies, fitted, strict=True)]
+        features = view_features(recipe, members, x[rows.index[out]],
+                                 recipe.classifier.features, device)
+        scores[out] = member_scores([head for _, head in members], features,
+                                    device).mean(axis=(0, 1))
+    return scores
