@@ -3,12 +3,13 @@ label-free estimate lands from the shipped model's test accuracy, and what each 
 the model in accuracy and the fit in seconds.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/crossfit_tables.py [--seeds 0 1 2]
-        [--folds 5] [--fraction 0.2] [--out reports/evaluation/crossfit_tables.csv]
+        [--folds 5] [--fraction auto] [--out reports/evaluation/crossfit_tables.csv]
 
 For every table of the tabular benchmark (benchmarks/tabular.py, its 70/30 split and
 labelled draw) and seed, `PUClassifier()` with its defaults twice:
-- `part`: validation_fraction (0.2, as the tabular benchmark chooses with) sets rows
-  aside; the model trains without them and the estimate reads them;
+- `part`: validation_fraction (`auto`, the pipeline's default: 0.1, or the smallest
+  share that holds 20 labelled positives) sets rows aside; the model trains without
+  them and the estimate reads them;
 - `folds`: validation_folds = K; the model trains on every row and the estimate reads
   every row, each scored by the heads fitted without its fold.
 The truth is the shipped model's accuracy on the table's test part, which no fit saw
@@ -27,7 +28,6 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from pucl import PUClassifier  # noqa: E402
@@ -39,7 +39,7 @@ from tabular import TABLES, Rows, pu_rows  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def fit(table: str, seed: int, scheme: str, folds: int, fraction: float) -> dict:
+def fit(table: str, seed: int, scheme: str, folds: int, fraction: float | str) -> dict:
     x, s, y, x_test, y_test = pu_rows(table, seed)
     how = ({"validation_folds": folds} if scheme == "folds"
            else {"validation_fraction": fraction})
@@ -59,12 +59,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--fraction", type=float, default=0.2)
+    parser.add_argument("--fraction", type=lambda v: v if v == "auto" else float(v),
+                        default="auto")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "reports" / "evaluation" / "crossfit_tables.csv")
     args = parser.parse_args(argv)
     rows, commit = Rows(args.out), current_commit()
-    schemes = {"part": f"validation_fraction={args.fraction:g}",
+    schemes = {"part": f"validation_fraction={args.fraction}",
                "folds": f"validation_folds={args.folds}"}
     bar = tqdm(total=len(TABLES) * len(args.seeds) * len(schemes), unit="fit")
     for table in TABLES:
