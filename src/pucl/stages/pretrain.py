@@ -89,7 +89,7 @@ def pretrain_member(ctx: StageContext, recipe: Recipe, k: int, seed: int, last: 
 
 def run(ctx: StageContext) -> dict:
     p, recipe = ctx.params.pretrain, Recipe.of(ctx.params)
-    train = ctx.rows("train")
+    train = ctx.rows("train").drop(columns="fold", errors="ignore")  # folds refit heads only
     images = torch.from_numpy(ctx.data().x_train[train["index"].to_numpy()])
     is_labeled = torch.from_numpy(train["pu"].to_numpy() == 1)
     prior, source = ctx.class_prior(p.prior) if needs_prior(recipe) else (None, None)
