@@ -139,3 +139,14 @@ def test_the_pipeline_cross_fits_its_estimates(tmp_path, tracking_uri, monkeypat
     assert np.allclose(kept["score"], oof["score"])
     p = kept["score"][kept["pu"] == 1]
     assert metrics["val_tpr"] == pytest.approx(float((p >= 0.5).mean()))
+
+
+def test_a_cross_fitted_retrain_needs_no_validation_share():
+    """Retraining on tracked rows with split.folds holds no part out, so 30 labelled
+    positives (too few for any part) keep params' own setting; without folds, refused."""
+    from pucl.production.datastore import validation_fraction_for
+
+    pu = np.r_[np.ones(30), np.zeros(270)].astype(np.int64)
+    assert validation_fraction_for(parse_params({"split": {"folds": 5}}), pu, False) == "auto"
+    with pytest.raises(DataError, match="too few for a validation part"):
+        validation_fraction_for(parse_params({}), pu, False)

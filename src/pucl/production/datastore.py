@@ -288,11 +288,14 @@ def validation_fraction_for(params: Params, pu: np.ndarray, labelled_holdout: bo
                             ) -> float | str:
     """The split.val_fraction that retraining on training rows with these PU labels can
     run with: params' own where its validation part holds enough rows (0 too, with a
-    labelled holdout to score on; `auto` wherever it finds a share), else the smallest
-    share that does. A DataError when no share up to 0.5 does."""
+    labelled holdout to score on; `auto` wherever it finds a share; any with split.folds,
+    which holds no part out), else the smallest share that does. A DataError when no
+    share up to 0.5 does."""
     fraction = params.split.val_fraction
     labelled = int(np.asarray(pu).sum())
     other, in_u = len(pu) - labelled, params.split.scenario == "case_control"
+    if params.split.folds:  # a cross-fitted retrain sets no part aside
+        return fraction
     if fraction == 0 and labelled_holdout:
         return 0.0
     if fraction == "auto":
