@@ -239,6 +239,14 @@ def validation_rows(split: PUSplit, fraction: float | str, rng: np.random.Genera
     return held
 
 
+def check_folds(folds: int, n_labelled: int) -> None:
+    """Refuse cross-fitting folds that leave a fold without a labelled positive."""
+    if not 2 <= folds <= n_labelled:
+        raise DataError(f"split.folds = {folds} needs a labelled positive in every fold, "
+                        f"and the training rows hold {n_labelled} (allowed: 2 to "
+                        f"{max(n_labelled, 2)}, or 0 for a validation part)")
+
+
 def crossfit_folds(labelled: np.ndarray, in_u: np.ndarray, folds: int, seed: int
                    ) -> np.ndarray:
     """int [n]: each training row's fold, 0 to folds - 1, drawn with `seed` so that every
@@ -247,10 +255,7 @@ def crossfit_folds(labelled: np.ndarray, in_u: np.ndarray, folds: int, seed: int
     case_control a labelled positive is out of its fold as a positive and as a member of
     U alike."""
     labelled, in_u = np.asarray(labelled, bool), np.asarray(in_u, bool)
-    if not 2 <= folds <= labelled.sum():
-        raise DataError(f"split.folds = {folds} needs a labelled positive in every fold, "
-                        f"and the training rows hold {int(labelled.sum())} (allowed: 2 to "
-                        f"{max(int(labelled.sum()), 2)})")
+    check_folds(folds, int(labelled.sum()))
     strata = np.where(labelled, 0, np.where(in_u, 1, 2))
     fold = np.empty(len(labelled), dtype=np.int64)
     rng = np.random.default_rng(seed)

@@ -11,6 +11,7 @@ import numpy as np
 
 from pucl.data import check_task, get_task, load_dataset
 from pucl.data.split import (
+    check_folds,
     check_validation_counts,
     resolve_val_fraction,
     why_no_validation_part,
@@ -86,10 +87,8 @@ def check_inputs(params: Params, root: Path) -> None:
     setting = params.split.part_fraction
     n_labelled = (int(given_pu[task.keep(y_train)].sum()) if given_pu is not None
                   else params.split.n_p)
-    if params.split.folds > n_labelled:
-        raise ParamsError(f"split.folds = {params.split.folds} needs a labelled positive in "
-                          f"every fold, and the data holds {n_labelled} (allowed: 2 to "
-                          f"{max(n_labelled, 2)}, or 0 for a validation part)")
+    if params.split.folds:
+        check_folds(params.split.folds, n_labelled)
     in_u = params.split.scenario == "case_control"
     fraction = resolve_val_fraction(setting, n_labelled, len(kept) - n_labelled, in_u)
     if n_test == 0 and fraction == 0 and not params.split.folds:
