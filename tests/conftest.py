@@ -30,7 +30,9 @@ TINY_PARAMS = {
     "base": {"seed": 0, "threads": 1 if PARALLEL else 2},
     # off, so that reruns really retrain (determinism tests); test_stages turns it on
     "paths": {"pretrain_cache": None},
-    "split": {"n_p": 200},
+    # a validation part: `auto` would cross-fit these 4,000 rows, 5 more classifier fits
+    # in every pipeline test (test_crossfit runs auto end to end)
+    "split": {"n_p": 200, "folds": 0},
     # TED^n on a logistic P-vs-U scorer: the held-out network and CVIR are
     # test_prior_heldout's, and the network costs every pipeline test about 3 s
     "prior": {"km": {"max_per_side": 300, "bandwidth_multipliers": [0.3162, 0.5623, 1.0]},

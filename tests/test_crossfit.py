@@ -8,12 +8,12 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from pucl.classify.objectives import TrainingRows
-from pucl.data.split import crossfit_folds
+from pucl.data.split import crossfit_folds, resolve_folds
 from pucl.errors import DataError, ParamsError
 from pucl.models import ContrastiveModel
 from pucl.params.config import parse_params
 from pucl.recipe import Recipe
-from pucl.recipe.crossfit import out_of_fold_scores
+from pucl.recipe.crossfit import out_of_fold_scores, validation_plan
 
 
 def test_folds_share_each_stratum_evenly_and_follow_the_seed():
@@ -119,8 +119,8 @@ def test_the_pipeline_cross_fits_its_estimates(tmp_path, tracking_uri, monkeypat
     from tests.conftest import make_project, python_path, tiny_params
     from tests.helpers import STAGES, stage
 
-    root = make_project(tmp_path / "proj", tiny_params(
-        split={"n_p": 200, "folds": 3}, classifier={"epochs": 3, "objective": "nnpu"}))
+    root = make_project(tmp_path / "proj", tiny_params(  # auto: 5 folds on 4,000 rows
+        split={"n_p": 200, "folds": "auto"}, classifier={"epochs": 3, "objective": "nnpu"}))
     monkeypatch.setenv("PUCL_ROOT", str(root))
     monkeypatch.setenv("PATH", python_path())
     for name in STAGES:
@@ -128,12 +128,13 @@ def test_the_pipeline_cross_fits_its_estimates(tmp_path, tracking_uri, monkeypat
     manifest = pd.read_parquet(root / "data/split/manifest.parquet")
     train = manifest[manifest["split"] == "train"]
     assert "val" not in set(manifest["split"]) and len(train) == 4000
-    assert sorted(train["fold"].unique()) == [0, 1, 2]
+    assert sorted(train["fold"].unique()) == [0, 1, 2, 3, 4]
+    assert json.loads((root / "data/split/summary.json").read_text())["folds"] == 5
     assert (manifest.loc[manifest["split"] == "test", "fold"] == -1).all()
     oof = pd.read_parquet(root / "data/classifier/crossfit_scores.parquet")
     assert oof["index"].tolist() == train["index"].tolist() and oof["score"].notna().all()
     metrics = json.loads((root / "data/evaluate/metrics.json").read_text())
-    assert metrics["val_folds"] == 3
+    assert metrics["val_folds"] == 5
     assert (metrics["val_n_p"], metrics["val_n_u"]) == (200, 4000)  # case_control
     kept = pd.read_csv(root / "data/evaluate/validation_scores.csv")
     assert np.allclose(kept["score"], oof["score"])
@@ -143,10 +144,39 @@ def test_the_pipeline_cross_fits_its_estimates(tmp_path, tracking_uri, monkeypat
 
 def test_a_cross_fitted_retrain_needs_no_validation_share():
     """Retraining on tracked rows with split.folds holds no part out, so 30 labelled
-    positives (too few for any part) keep params' own setting; without folds, refused."""
+    positives (too few for any part) keep params' own setting, `auto` folds included;
+    without folds, refused."""
     from pucl.production.datastore import validation_fraction_for
 
     pu = np.r_[np.ones(30), np.zeros(270)].astype(np.int64)
-    assert validation_fraction_for(parse_params({"split": {"folds": 5}}), pu, False) == "auto"
+    for folds in (5, "auto"):
+        params = parse_params({"split": {"folds": folds}})
+        assert validation_fraction_for(params, pu, (4,), False) == "auto"
     with pytest.raises(DataError, match="too few for a validation part"):
-        validation_fraction_for(parse_params({}), pu, False)
+        validation_fraction_for(parse_params({"split": {"folds": 0}}), pu, (4,), False)
+
+
+@pytest.mark.parametrize("setting, fraction, rows, labelled, refits, folds", [
+    ("auto", "auto", 4_000, 1_000, True, 5),     # the embedded default run
+    ("auto", "auto", 20_000, 20, True, 5),       # at both bounds
+    ("auto", "auto", 20_001, 1_000, True, 0),    # F-MNIST's size: a validation part
+    ("auto", "auto", 4_000, 19, True, 0),        # too few labelled positives to read
+    ("auto", 0.2, 4_000, 1_000, True, 0),        # a share asked for by number
+    ("auto", 0.0, 4_000, 1_000, True, 0),        # validation off
+    ("auto", "auto", 4_000, 1_000, False, 0),    # a head the folds cannot refit
+    (3, 0.0, 50_000, 10, False, 3),              # a number is itself
+    (0, "auto", 4_000, 1_000, True, 0),
+])
+def test_auto_folds_cross_fit_small_data_only(setting, fraction, rows, labelled, refits,
+                                               folds):
+    assert resolve_folds(setting, fraction, rows, labelled, refits) == folds
+
+
+def test_auto_folds_skip_a_ready_made_head():
+    """A method whose pretraining makes the classifier (NcPU's head) has nothing for the
+    folds to refit: `auto` gives it the validation part, which the default run's recipe
+    does not get."""
+    split = parse_params({}).split
+    ncpu = Recipe.from_settings({"pretrain.method": "ncpu"})
+    assert validation_plan(split, ncpu, (1, 28, 28), 4_000, 1_000) == (0, "auto")
+    assert validation_plan(split, Recipe(), (1, 28, 28), 4_000, 1_000) == (5, 0.0)

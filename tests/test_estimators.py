@@ -200,6 +200,15 @@ def test_cross_fitted_estimates_read_every_row_and_the_model_learns_from_all():
         PUClassifier(validation_folds=3, validation_fraction=0.2, **FAST).fit(x, s)
 
 
+def test_auto_folds_follow_the_pipeline_rule():
+    """validation_folds="auto" with validation_fraction="auto" (the pipeline's defaults)
+    cross-fits a small X with 5 folds and sets no part aside."""
+    x, _, s = tabular_pu(400, seed=5)
+    clf = PUClassifier(validation_folds="auto", validation_fraction="auto", **FAST).fit(x, s)
+    got = clf.estimates_
+    assert (got["val_n_p"], got["val_n_u"], got["val_folds"]) == (s.sum(), len(s), 5)
+
+
 def test_a_file_that_is_not_a_saved_estimator_is_refused_in_one_line(tmp_path):
     import torch
 

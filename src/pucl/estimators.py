@@ -41,6 +41,7 @@ from pucl.errors import DataError, ParamsError, invalid_settings
 from pucl.evaluation.label_free import validation_metrics
 from pucl.io import jsonable, read_torch, write_torch
 from pucl.recipe import Recipe
+from pucl.recipe.crossfit import validation_plan
 from pucl.recipe.prior import error_allowed, half_width
 from pucl.recipe.scoring import member_scores, view_features
 from pucl.recipe.sequence import fit_sequence
@@ -129,13 +130,15 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         `auto` there (0.1, or the smallest share holding 20 labelled positives); 0 here,
         so that by default the model learns from every row given. A share that holds
         fewer than 20 labelled positives or unlabeled rows is refused.
-    validation_folds : int, default=0
+    validation_folds : int or "auto", default=0
         Cross-fitting instead (split.folds): with K >= 2, `fit` trains the classifier once
         more per fold of the rows without that fold, so that `estimates_` reads every
         labelled positive and unlabeled row, each scored by a classifier that never saw
         it, while the model itself learns from every row (the prior, encoders and
         pseudo-labels are fitted once; docs/evaluation.md). About K more classifier
-        steps of cost. 0: off.
+        steps of cost. 0: off. `auto`, the pipeline's default: 5 folds where
+        validation_fraction is `auto` too and X holds at most 20,000 rows, else
+        validation_fraction's part.
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0
@@ -194,7 +197,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  scenario: str = SplitParams().scenario,
                  max_unlabeled: int | None = SplitParams().max_unlabeled,
                  settings: dict | None = None,
-                 validation_fraction: float = 0.0, validation_folds: int = 0,
+                 validation_fraction: float = 0.0, validation_folds: int | str = 0,
                  threshold: float = 0.5,
                  random_state: int = BaseParams().seed,
                  device: str = BaseParams().device, progress: bool = True):
@@ -308,12 +311,15 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                                  "an estimator never has (allowed: estimate or a number)")
         return Recipe.from_settings(settings, int(self.random_state))
 
-    def _check_params(self) -> Recipe:
+    def _split_params(self) -> SplitParams:
         # the split's settings keep the bounds params.yaml's split section has (one home)
-        split = {"scenario": self.scenario, "max_unlabeled": self.max_unlabeled,
-                 "val_fraction": self.validation_fraction, "folds": self.validation_folds}
+        return SplitParams.model_validate({
+            "scenario": self.scenario, "max_unlabeled": self.max_unlabeled,
+            "val_fraction": self.validation_fraction, "folds": self.validation_folds})
+
+    def _check_params(self) -> Recipe:
         try:
-            SplitParams.model_validate(split)
+            self._split_params()
         except ValidationError as exc:
             key = {"val_fraction": "validation_fraction", "folds": "validation_folds"}
             line = str(invalid_settings(exc, SplitParams))
@@ -390,24 +396,25 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         # part (exact counts; a part too small refused in one line)
         split = cap_unlabeled(given_pu_split(labelled, self.scenario), self.max_unlabeled,
                               rng)
+        folds, part = validation_plan(self._split_params(), recipe, x.shape[1:], len(x),
+                                      int(labelled.sum()))
         try:
-            held = validation_rows(split, self.validation_fraction, rng,
-                                   "validation_fraction")
+            held = validation_rows(split, part, rng, "validation_fraction")
         except DataError as exc:
             raise ValueError(str(exc)) from None
         train = split.used & ~held
         # every row trains: the rows as given, not a copy of them
         x_fit, labelled_fit, in_u = ((x, labelled, split.in_u) if train.all() else
                                      (x[train], labelled[train], split.in_u[train]))
-        folds = None
-        if self.validation_folds:
+        fold = None
+        if folds:
             try:
-                folds = crossfit_folds(labelled_fit, in_u, self.validation_folds, recipe.seed)
+                fold = crossfit_folds(labelled_fit, in_u, folds, recipe.seed)
             except DataError as exc:
                 raise ValueError(str(exc).replace("split.folds", "validation_folds")) from None
         clock = StepClock()
         fitted = fit_sequence(recipe, x_fit, labelled_fit, in_u,
-                              resolve_device(self.device), self.progress, clock, folds)
+                              resolve_device(self.device), self.progress, clock, fold)
         self.timings_ = dict(clock.seconds)
         self.prior_ = fitted.prior.value
         self.prior_std_ = fitted.prior.details.get("prior_std")
@@ -419,7 +426,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             self.estimates_ = self._estimates(self._scores(x[held]), s[held])
         elif fitted.out_of_fold is not None:
             self.estimates_ = {**self._estimates(fitted.out_of_fold, labelled_fit.astype(
-                np.int64)), "val_folds": self.validation_folds}
+                np.int64)), "val_folds": folds}
         return self
 
     def estimate(self, X: Any, y: Any) -> dict[str, float]:

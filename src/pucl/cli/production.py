@@ -104,7 +104,7 @@ def data_init(
               f"({kind}); version {version.digest[:12]} (DVC {version.dvc_md5})")
     if rest_path is not None and remaining is not None:
         out.print(f"the other {len(remaining.x)} rows: {rest_path} (pucl data add {rest})")
-    _advise_use(params, first.pu, holdout.pu is None)
+    _advise_use(params, first.pu, first.x.shape[1:], holdout.pu is None)
 
 
 def _say_holdout_width(params, holdout) -> None:
@@ -127,13 +127,13 @@ def _say_holdout_width(params, holdout) -> None:
 TRACKED = {"data.dataset": "tracked", "data.task": "given"}
 
 
-def _advise_use(params, pu, labelled_holdout: bool) -> None:
+def _advise_use(params, pu, in_shape, labelled_holdout: bool) -> None:
     """After init: the command that points params.yaml at the dataset, and a warning when
     retraining on these rows needs another split.val_fraction than params' own."""
     from pucl.production import datastore
 
     try:
-        fraction = datastore.validation_fraction_for(params, pu, labelled_holdout)
+        fraction = datastore.validation_fraction_for(params, pu, in_shape, labelled_holdout)
     except PuclError as exc:
         err.print(f"pucl: warning: {exc}", soft_wrap=True)
         return
@@ -164,8 +164,9 @@ def data_use(set_: SetOption = None) -> None:
         fail(f"the tracked dataset {directory} holds no data yet (run: pucl data init "
              "[SOURCE])", 2)
     try:
-        pu = np.concatenate([read_batch(file).pu for file in batch_files(directory)])
-        fraction = datastore.validation_fraction_for(params, pu,
+        batches = [read_batch(file) for file in batch_files(directory)]
+        pu = np.concatenate([batch.pu for batch in batches])
+        fraction = datastore.validation_fraction_for(params, pu, batches[0].x.shape[1:],
                                                      read_holdout(directory).labelled)
         changed = write_settings(root / "params.yaml",
                                  {**TRACKED, "split.val_fraction": fraction}, parse_params)

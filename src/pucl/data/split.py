@@ -188,6 +188,26 @@ def resolve_val_fraction(setting: float | str, n_labelled: int, n_other: int,
     return smallest if smallest <= 0.5 else 0.0
 
 
+AUTO_FOLDS = 5  # split.folds auto: this many folds where cross-fitting is cheap
+# ... which is up to this many training rows: each fold refits the classifier, seconds on
+# tables and MNIST-5k, minutes on F-MNIST's 60,000 images (reports/evaluation)
+CROSSFIT_MAX_ROWS = 20_000
+
+
+def resolve_folds(setting: int | str, val_fraction: float | str, n_rows: int,
+                  n_labelled: int, refits: bool = True) -> int:
+    """split.folds as a number of folds, 0 for a validation part instead. A number is
+    itself. `auto` cross-fits with AUTO_FOLDS folds where split.val_fraction is auto too
+    (no share was asked for), the classifier `refits` per fold (a head that learns, not
+    one ready-made by pretraining), the task's training rows number at most
+    CROSSFIT_MAX_ROWS and the labelled positives at least MIN_VALIDATION_ROWS; else 0."""
+    if setting != AUTO:
+        return int(setting)
+    cheap = n_rows <= CROSSFIT_MAX_ROWS
+    enough = n_labelled >= MIN_VALIDATION_ROWS
+    return AUTO_FOLDS if val_fraction == AUTO and refits and cheap and enough else 0
+
+
 def why_no_validation_part(setting: float | str, n_labelled: int) -> str:
     """Why split.val_fraction (`setting`, resolved to 0) sets no validation part aside,
     for a refusal's line."""

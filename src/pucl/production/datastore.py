@@ -46,6 +46,8 @@ from pucl.data.tracked import (
 from pucl.errors import DataError, PuclError, disk_full
 from pucl.io import atomic_path
 from pucl.params.config import Params
+from pucl.recipe import Recipe
+from pucl.recipe.crossfit import validation_plan
 
 LOCK_TIMEOUT_S = 5.0
 
@@ -284,18 +286,19 @@ def pu_holdout(params: Params, batch: Batch) -> tuple[Batch, Holdout]:
     return train, Holdout(batch.x[held], batch.y[held], batch.pu[held])
 
 
-def validation_fraction_for(params: Params, pu: np.ndarray, labelled_holdout: bool
-                            ) -> float | str:
-    """The split.val_fraction that retraining on training rows with these PU labels can
-    run with: params' own where its validation part holds enough rows (0 too, with a
-    labelled holdout to score on; `auto` wherever it finds a share; any with split.folds,
-    which holds no part out), else the smallest share that does. A DataError when no
+def validation_fraction_for(params: Params, pu: np.ndarray, in_shape: tuple[int, ...],
+                            labelled_holdout: bool) -> float | str:
+    """The split.val_fraction that retraining on training rows with these PU labels (rows
+    of `in_shape`) can run with: params' own where its validation part holds enough rows
+    (0 too, with a labelled holdout to score on; `auto` wherever it finds a share; any
+    where split.folds cross-fits, which holds no part out), else the smallest share that
+    does. A DataError when no
     share up to 0.5 does."""
     fraction = params.split.val_fraction
     labelled = int(np.asarray(pu).sum())
     other, in_u = len(pu) - labelled, params.split.scenario == "case_control"
-    if params.split.folds:  # a cross-fitted retrain sets no part aside
-        return fraction
+    if validation_plan(params.split, Recipe.of(params), in_shape, len(pu), labelled)[0]:
+        return fraction  # a cross-fitted retrain sets no part aside
     if fraction == 0 and labelled_holdout:
         return 0.0
     if fraction == "auto":

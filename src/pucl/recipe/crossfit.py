@@ -19,11 +19,24 @@ import torch
 from torch import nn
 
 from pucl.classify.objectives import TrainingRows
+from pucl.data.split import resolve_folds
 from pucl.errors import ParamsError
 from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe
+from pucl.recipe.by_input import for_inputs
 from pucl.recipe.classifier import classifier_objective, fit_classifiers
 from pucl.recipe.scoring import member_scores, view_features
+from pucl.recipe.settings import SplitParams
+
+
+def validation_plan(split: SplitParams, recipe: Recipe, in_shape: Sequence[int], n_rows: int,
+                    n_labelled: int) -> tuple[int, float | str]:
+    """(folds, the validation part's share setting) of split.folds and split.val_fraction
+    for a task of `n_rows` training rows of `in_shape`, `n_labelled` of them labelled: no
+    part when cross-fitting, and `auto` folds only for a classifier the folds can refit."""
+    refits = classifier_objective(for_inputs(recipe, in_shape)).trains
+    folds = resolve_folds(split.folds, split.val_fraction, n_rows, n_labelled, refits)
+    return folds, (0.0 if folds else split.val_fraction)
 
 
 def without(rows: TrainingRows, out: np.ndarray) -> TrainingRows:

@@ -49,26 +49,25 @@ class SplitParams(Section):
     # cross-fitting, the alternative to a validation part: K >= 2 folds of the training
     # rows; the classifier is trained once more per fold without it, and the validation
     # estimates read every labelled positive and member of U, each scored by the fold's
-    # classifier that never saw it (pucl.recipe.crossfit). 0: off
-    folds: int = Field(0, ge=0, le=20, description="cross-fitting folds of the validation "
-                       "estimates (0: off; then split.val_fraction)")
+    # classifier that never saw it (pucl.recipe.crossfit). 0: off. auto: 5 folds where
+    # val_fraction is auto too and the training rows are at most 20,000, else a validation
+    # part (pucl.data.split.resolve_folds)
+    folds: Annotated[int, Field(ge=0, le=20)] | Literal["auto"] = Field(
+        "auto", description="cross-fitting folds of the validation estimates (0: off, then "
+        "split.val_fraction; auto: 5 on up to 20,000 training rows)")
 
     @model_validator(mode="after")
     def _one_way_to_validate(self) -> SplitParams:
         if self.folds == 1:
-            raise ValueError("split.folds = 1 leaves no row out (allowed: 0 for off, or 2 "
-                             "to 20 folds)")
-        if self.folds and self.val_fraction not in (AUTO_FRACTION, 0):
+            raise ValueError("split.folds = 1 leaves no row out (allowed: 0 for off, 2 to "
+                             "20 folds, or auto)")
+        if self.folds not in (AUTO_FRACTION, 0) and \
+                self.val_fraction not in (AUTO_FRACTION, 0):
             raise ValueError(f"split.folds = {self.folds} scores every training row out of "
                              f"fold, and split.val_fraction = {self.val_fraction} would hold "
                              "rows out of every model as well (allowed with folds: "
                              "val_fraction auto or 0)")
         return self
-
-    @property
-    def part_fraction(self) -> float | str:
-        """The validation part's share (a number, or auto): none when cross-fitting."""
-        return 0.0 if self.folds else self.val_fraction
 
 
 class MethodSection(Section):

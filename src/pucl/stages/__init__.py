@@ -13,7 +13,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     # augment: fine-tuning; the test views: split.folds scores its out-of-fold rows with them
     "train_classifier": ("data", "classifier", "pretrain.augment", "evaluate.tta",
                          "evaluate.tta_shift"),
-    "evaluate": ("data", "evaluate", "validation", "pretrain.augment", "split.folds"),
+    "evaluate": ("data", "evaluate", "validation", "pretrain.augment"),
 }
 
 # Stages that need no deterministic torch kernels (numpy / scipy only; estimate_prior

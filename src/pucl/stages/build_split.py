@@ -23,6 +23,8 @@ from pucl.data.split import (
 )
 from pucl.errors import ParamsError
 from pucl.io import write_json, write_table
+from pucl.recipe import Recipe
+from pucl.recipe.crossfit import validation_plan
 from pucl.stages._context import StageContext
 from pucl.validation import suites
 
@@ -42,8 +44,10 @@ def run(ctx: StageContext) -> dict:
     labels = data.y_train[keep_train]
     split = cap_unlabeled(pu_split(p, data, keep_train, task, rng), p.split.max_unlabeled,
                           rng)  # draws only above the cap
+    folds, part = validation_plan(p.split, Recipe.of(p), data.x_train.shape[1:],
+                                  len(keep_train), int(split.labeled.sum()))
     # drawn after the split, so that val_fraction 0 leaves the split as it was
-    held = validation_rows(split, p.split.part_fraction, rng)
+    held = validation_rows(split, part, rng)
     y = np.where(labels < 0, -1, task.binarize(labels))  # -1: label unknown
     used = split.used
     train = pd.DataFrame({
@@ -57,8 +61,8 @@ def run(ctx: StageContext) -> dict:
         "y": task.binarize(data.y_test[keep_test]).astype(np.int8),
         "label": data.y_test[keep_test],
     })
-    if p.split.folds:  # cross-fitting: the fold each training row is left out of
-        train["fold"] = crossfit_folds(split.labeled[used], split.in_u[used], p.split.folds,
+    if folds:  # cross-fitting: the fold each training row is left out of
+        train["fold"] = crossfit_folds(split.labeled[used], split.in_u[used], folds,
                                        p.base.seed)
         test["fold"] = -1
     manifest = pd.concat([train, test], ignore_index=True)
@@ -70,7 +74,7 @@ def run(ctx: StageContext) -> dict:
         "scenario": p.split.scenario,
         "dataset": p.data.dataset,
         "task": p.data.task,
-        **({"folds": p.split.folds} if p.split.folds else {}),
+        "folds": folds,
     }
     ctx.validate(lambda: suites.pu_split(
         manifest, summary, data.x_train[train["index"].to_numpy()],

@@ -51,9 +51,9 @@ def run(ctx: StageContext) -> dict:
     if len(val):  # the classifier's own scores (every view, every member), as on the test
         val_score = member_scores([head for _, head in members], view_features(
             recipe, members, x_val, reads, device), device).mean(axis=(0, 1))
-    elif ctx.params.split.folds:  # every training row, scored out of its fold
-        val, val_score = ctx.out_of_fold()
-        metrics["val_folds"] = ctx.params.split.folds
+    elif "fold" in train:  # split.folds: build_split dealt the training rows into folds
+        val, val_score = ctx.out_of_fold()  # every training row, scored out of its fold
+        metrics["val_folds"] = int(train["fold"].max()) + 1
         x_val = data.x_train[val["index"].to_numpy()]
     if test.empty and val.empty:
         raise DataError("nothing to evaluate on: the split has no labelled test rows and no "

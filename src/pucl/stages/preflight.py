@@ -19,7 +19,9 @@ from pucl.data.split import (
 from pucl.errors import DataError, ParamsError
 from pucl.params.config import Params
 from pucl.params.dataset import dataset_arguments
+from pucl.recipe import Recipe
 from pucl.recipe.checks import check_methods
+from pucl.recipe.crossfit import validation_plan
 from pucl.recipe.pretraining import resolve_encoder
 
 
@@ -84,14 +86,15 @@ def check_inputs(params: Params, root: Path) -> None:
     if problem:
         raise ParamsError(f"pretrain.encoder = {p.encoder!r} does not fit "
                           f"{params.data.dataset} images of shape {list(shape)} ({problem})")
-    setting = params.split.part_fraction
     n_labelled = (int(given_pu[task.keep(y_train)].sum()) if given_pu is not None
                   else params.split.n_p)
-    if params.split.folds:
-        check_folds(params.split.folds, n_labelled)
+    folds, setting = validation_plan(params.split, Recipe.of(params), shape, len(kept),
+                                     n_labelled)
+    if folds:
+        check_folds(folds, n_labelled)
     in_u = params.split.scenario == "case_control"
     fraction = resolve_val_fraction(setting, n_labelled, len(kept) - n_labelled, in_u)
-    if n_test == 0 and fraction == 0 and not params.split.folds:
+    if n_test == 0 and fraction == 0 and not folds:
         raise ParamsError(f"{params.data.path or params.data.dataset} has no labelled test "
                           "rows, so only the validation estimates can judge the classifier, "
                           f"and {why_no_validation_part(setting, n_labelled)}")
