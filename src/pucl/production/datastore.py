@@ -292,8 +292,7 @@ def validation_fraction_for(params: Params, pu: np.ndarray, in_shape: tuple[int,
     of `in_shape`) can run with: params' own where its validation part holds enough rows
     (0 too, with a labelled holdout to score on; `auto` wherever it finds a share; any
     where split.folds cross-fits, which holds no part out), else the smallest share that
-    does. A DataError when no
-    share up to 0.5 does."""
+    does. A DataError when no share up to 0.5 does."""
     fraction = params.split.val_fraction
     labelled = int(np.asarray(pu).sum())
     other, in_u = len(pu) - labelled, params.split.scenario == "case_control"
