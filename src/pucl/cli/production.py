@@ -164,9 +164,10 @@ def data_use(set_: SetOption = None) -> None:
         fail(f"the tracked dataset {directory} holds no data yet (run: pucl data init "
              "[SOURCE])", 2)
     try:
-        batches = [read_batch(file) for file in batch_files(directory)]
-        pu = np.concatenate([batch.pu for batch in batches])
-        fraction = datastore.validation_fraction_for(params, pu, batches[0].x.shape[1:],
+        files = batch_files(directory)
+        pu = np.concatenate([read_batch(file).pu for file in files])
+        in_shape = read_batch(files[0]).x.shape[1:]  # every batch's rows share it
+        fraction = datastore.validation_fraction_for(params, pu, in_shape,
                                                      read_holdout(directory).labelled)
         changed = write_settings(root / "params.yaml",
                                  {**TRACKED, "split.val_fraction": fraction}, parse_params)
