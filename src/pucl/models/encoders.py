@@ -75,21 +75,6 @@ class MLPEncoder(nn.Module):
         return self.net(x)
 
 
-@ENCODERS.register("mlp_skip")
-class MLPSkipEncoder(MLPEncoder):
-    """The MLP's features with the standardised inputs beside them (as wide-and-deep
-    models do), so that a head can weigh a feature table's raw columns directly where
-    the learnt features lose what a linear rule on them would keep."""
-
-    def __init__(self, in_shape: tuple[int, ...], hidden: int = 512, out_dim: int = 256):
-        super().__init__(in_shape, hidden, out_dim)
-        self.out_dim = out_dim + math.prod(in_shape)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        standardised = self.net[1](self.net[0](x))
-        return torch.cat([self.net[2:](standardised), standardised], dim=1)
-
-
 def _conv_bn(c_in: int, c_out: int, kernel: int = 3, stride: int = 1) -> list[nn.Module]:
     return [nn.Conv2d(c_in, c_out, kernel, stride, kernel // 2, bias=False),
             nn.BatchNorm2d(c_out), nn.ReLU(inplace=True)]
