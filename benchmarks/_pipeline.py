@@ -25,6 +25,11 @@ class PipelineRun:
     stages: dict  # each stage's own metrics (PipelineResult.stages)
     minutes: float  # wall time
     kept: pd.DataFrame | None = None  # the one table asked for by `keep`
+    stage_minutes: dict[str, float] | None = None  # wall time of each stage
+
+    def stage_minutes_json(self) -> str:
+        """Each stage's minutes, for a CSV cell (where a run's time went)."""
+        return json.dumps({k: round(v, 3) for k, v in (self.stage_minutes or {}).items()})
 
 
 def run_once(overrides: dict, seed: int, name: str, cache: Path | None = None,
@@ -33,13 +38,21 @@ def run_once(overrides: dict, seed: int, name: str, cache: Path | None = None,
     (None: no cache), every stage in order; tracking as PUCL_TRACKING says. `keep`
     (section, csv file) names one more output table to return before the run's directory
     goes."""
-    from pucl.stages.runner import resolve_params, run_pipeline
+    from pucl.stages.runner import call_stage, resolve_params, run_pipeline
+
+    stage_minutes: dict[str, float] = {}
+
+    def timed(stage: str, *args) -> dict:
+        start = time.perf_counter()
+        metrics = call_stage(stage, *args)
+        stage_minutes[stage] = (time.perf_counter() - start) / 60
+        return metrics
 
     with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
         params = resolve_params(ROOT, {**overrides, "base.seed": seed,
                                        "paths.pretrain_cache": str(cache) if cache else None})
         start = time.perf_counter()
-        result = run_pipeline(params, Path(tmp), f"{name}-s{seed}")
+        result = run_pipeline(params, Path(tmp), f"{name}-s{seed}", stage_call=timed)
         minutes = (time.perf_counter() - start) / 60
 
         def read(section: str, file: str) -> dict:
@@ -48,7 +61,7 @@ def run_once(overrides: dict, seed: int, name: str, cache: Path | None = None,
         kept = (pd.read_csv(Path(tmp) / getattr(params.paths, keep[0]) / keep[1])
                 if keep else None)
         return PipelineRun(read("evaluate", "metrics.json"), read("split", "summary.json"),
-                           result.stages, minutes, kept)
+                           result.stages, minutes, kept, stage_minutes)
 
 
 class RunsBar:

@@ -62,7 +62,8 @@ def run_case(case: str, overrides: dict, seed: int) -> dict:
             <= metrics["val_est_accuracy_high"],
             "n_val_p": metrics["val_n_p"], "n_val_u": metrics["val_n_u"],
             "tpr_p": metrics["val_tpr"], "tpr_u": metrics["val_true_tpr"],
-            **miss_parts(metrics), "test_accuracy": metrics["accuracy"], "minutes": minutes}
+            **miss_parts(metrics), "test_accuracy": metrics["accuracy"], "minutes": minutes,
+            "stage_minutes": run.stage_minutes_json()}
 
 
 def miss_parts(metrics: dict) -> dict:

@@ -90,7 +90,8 @@ def run_one(overrides: dict, seed: int, cache: Path) -> tuple[dict, pd.DataFrame
     return ({**{k: metrics.get(k, float("nan")) for k in keep},
              "minutes": minutes_per_seed(minutes, {
                  "pretrain_reused": pretrain.get("reused", 0.0),
-                 "pretrain_seconds": pretrain.get("train_seconds", 0.0)})}, run.kept)
+                 "pretrain_seconds": pretrain.get("train_seconds", 0.0)}),
+             "stage_minutes": run.stage_minutes_json()}, run.kept)
 
 
 def scores_path(out: Path, preset: str, variant: str, settings: str, seed: int) -> Path:
