@@ -165,9 +165,9 @@ def data_use(set_: SetOption = None) -> None:
              "[SOURCE])", 2)
     try:
         files = batch_files(directory)
-        pu = np.concatenate([read_batch(file).pu for file in files])
-        in_shape = read_batch(files[0]).x.shape[1:]  # every batch's rows share it
-        fraction = datastore.validation_fraction_for(params, pu, in_shape,
+        first = read_batch(files[0])  # every batch's rows share its shape
+        pu = np.concatenate([first.pu, *(read_batch(file).pu for file in files[1:])])
+        fraction = datastore.validation_fraction_for(params, pu, first.x.shape[1:],
                                                      read_holdout(directory).labelled)
         changed = write_settings(root / "params.yaml",
                                  {**TRACKED, "split.val_fraction": fraction}, parse_params)
