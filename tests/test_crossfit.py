@@ -13,7 +13,7 @@ from pucl.errors import DataError, ParamsError
 from pucl.models import ContrastiveModel
 from pucl.params.config import parse_params
 from pucl.recipe import Recipe
-from pucl.recipe.crossfit import out_of_fold_scores, validation_plan
+from pucl.recipe.crossfit import fit_folds, validation_plan
 
 
 def test_folds_share_each_stratum_evenly_and_follow_the_seed():
@@ -61,7 +61,7 @@ def scores_of(labelled: np.ndarray, x: np.ndarray, fold: np.ndarray, objective: 
                                    "classifier.batch_size": 64}, seed=0)
     rows = TrainingRows(np.arange(len(x)), labelled, np.ones(len(x), bool),
                         labelled.astype(np.int64) if objective == "pupl_ce" else None)
-    return out_of_fold_scores(recipe, [model], x, rows, fold, 0.5, torch.device("cpu"))
+    return fit_folds(recipe, [model], x, rows, fold, 0.5, torch.device("cpu")).scores
 
 
 @pytest.mark.parametrize("objective, finetune", [("nnpu", 0), ("nnpu", 2), ("pupl_ce", 0)])
@@ -104,8 +104,8 @@ def test_a_ready_made_classifier_cannot_be_cross_fitted():
                                    "classifier.objective": "method_head"})
     rows = TrainingRows(np.arange(4), np.array([1, 1, 0, 0], bool), np.ones(4, bool))
     with pytest.raises(ParamsError, match="split.folds = 2 .*'method_head' comes ready-made"):
-        out_of_fold_scores(recipe, [], np.zeros((4, 2), np.float32), rows,
-                           np.array([0, 1, 0, 1]), 0.5, torch.device("cpu"))
+        fit_folds(recipe, [], np.zeros((4, 2), np.float32), rows, np.array([0, 1, 0, 1]),
+                  0.5, torch.device("cpu"))
 
 
 def test_the_pipeline_cross_fits_its_estimates(tmp_path, tracking_uri, monkeypatch):
@@ -140,6 +140,46 @@ def test_the_pipeline_cross_fits_its_estimates(tmp_path, tracking_uri, monkeypat
     assert np.allclose(kept["score"], oof["score"])
     p = kept["score"][kept["pu"] == 1]
     assert metrics["val_tpr"] == pytest.approx(float((p >= 0.5).mean()))
+    ensemble_ships_the_fold_classifiers(root, oof, metrics)
+
+
+def ensemble_ships_the_fold_classifiers(root, oof, refit_metrics) -> None:
+    """classifier.shipped: ensemble on the same run: the shipped members are the folds'
+    classifiers themselves (member k scores fold k's rows exactly as the out-of-fold
+    scores did, after a save and load), and the estimates are unchanged."""
+    import json
+
+    import pandas as pd
+    import yaml
+
+    from pucl.artifacts.models import load_classifier, load_models
+    from pucl.params.dataset import dataset_of
+    from pucl.recipe.scoring import member_scores, view_features
+    from tests.helpers import stage
+
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["classifier"]["shipped"] = "ensemble"
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    for name in ("train_classifier", "evaluate"):
+        stage(root, name)
+    assert json.loads((root / "data/classifier/summary.json").read_text())["shipped"] == \
+        "ensemble"
+    again = pd.read_parquet(root / "data/classifier/crossfit_scores.parquet")
+    assert np.array_equal(again["score"], oof["score"])
+    members = load_classifier(root / "data/classifier/head.pt",
+                              load_models(root / "data/pretrain/model.pt"))
+    assert len(members) == 5
+    recipe = Recipe.of(parse_params(params))
+    x = dataset_of(parse_params(params), root).x_train
+    for k, member in enumerate(members):
+        rows = oof.loc[oof["fold"] == k].head(50)
+        features = view_features(recipe, [member], x[rows["index"].to_numpy()],
+                                 "encoder", torch.device("cpu"))
+        scores = member_scores([member[1]], features).mean(axis=(0, 1))
+        assert np.allclose(scores, rows["score"], atol=1e-5)
+    metrics = json.loads((root / "data/evaluate/metrics.json").read_text())
+    estimates = [key for key in refit_metrics if key.startswith("val_est")]
+    assert estimates and all(metrics[k] == refit_metrics[k] for k in estimates)
 
 
 def test_a_cross_fitted_retrain_needs_no_validation_share():

@@ -194,6 +194,15 @@ def test_cross_fitted_estimates_read_every_row_and_the_model_learns_from_all():
     plain = PUClassifier(**FAST).fit(x, s)
     np.testing.assert_array_equal(plain.predict_proba(x_new), clf.predict_proba(x_new))
     assert set(clf.timings_) == set(plain.timings_) | {"crossfit"}
+    ensemble = PUClassifier(validation_folds=3, settings={"classifier.shipped": "ensemble"},
+                            **FAST).fit(x, s)
+    assert ensemble.estimates_ == got  # the same folds' classifiers, which now ship
+    assert len(ensemble.members_) == 3 and "classifier" not in ensemble.timings_
+    folds = [PUClassifier(**FAST) for _ in range(3)]  # each member, scored on its own
+    for one, member in zip(folds, ensemble.members_, strict=True):
+        vars(one).update({**vars(ensemble), "members_": [member]})
+    np.testing.assert_allclose(ensemble.predict_proba(x_new), np.mean(
+        [one.predict_proba(x_new) for one in folds], axis=0), atol=1e-6)
     with pytest.raises(ValueError, match="validation_folds = 1 leaves no row out"):
         PUClassifier(validation_folds=1, **FAST).fit(x, s)
     with pytest.raises(ValueError, match="validation_fraction = 0.2 would hold rows out"):

@@ -90,16 +90,18 @@ def _with_encoder(pretrained: ContrastiveModel, state: dict | None,
 
 def load_classifier(head_path: Path, pretrained: list[ContrastiveModel]
                     ) -> list[tuple[ContrastiveModel, nn.Module]]:
-    """Every member of the classifier, one per pretrained encoder (`load_models`), as (the
-    model whose encoder feeds it, its head). A pretrained model's own object comes back
-    where train_classifier did not fine-tune it."""
+    """Every member of the classifier as (the model whose encoder feeds it, its head):
+    one per pretrained encoder (`load_models`), or with `classifier.shipped: ensemble`
+    one per fold and encoder, each saying which pretrained encoder it started from. A
+    pretrained model's own object comes back where train_classifier did not fine-tune it."""
     saved = _load(head_path, "classifier", "train_classifier", "head")
     specs = [saved, *saved.get("other_members", [])]
-    if len(specs) != len(pretrained):
-        raise DataError(f"{head_path} holds classifiers of {len(specs)} encoder(s) for "
-                        f"{len(pretrained)} pretrained encoder(s): rerun train_classifier")
-    return [(_with_encoder(model, spec.get("encoder_state"), head_path),
-             _rebuild_head(spec, head_path)) for model, spec in zip(pretrained, specs,
+    starts = [spec.get("encoder", k) for k, spec in enumerate(specs)]
+    if sorted(set(starts)) != list(range(len(pretrained))):
+        raise DataError(f"{head_path} holds classifiers of {len(set(starts))} encoder(s) "
+                        f"for {len(pretrained)} pretrained encoder(s): rerun train_classifier")
+    return [(_with_encoder(pretrained[start], spec.get("encoder_state"), head_path),
+             _rebuild_head(spec, head_path)) for start, spec in zip(starts, specs,
                                                                     strict=True)]
 
 

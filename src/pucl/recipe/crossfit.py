@@ -6,18 +6,21 @@ Folds for the classifier step only: the prior, the encoders and PUPL's pseudo-la
 fitted once on every row, as for the shipped classifier, and each fold fits the heads
 (and their fine-tuning) again from those pretrained encoders without its rows. What the
 encoder learnt from a held-out positive's label is the estimate's one leak; docs/
-evaluation.md says how large it measured.
+evaluation.md says how large it measured. With `classifier.shipped: ensemble` the folds'
+classifiers are the shipped classifier too (their scores averaged), and nothing is refit.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
+from pucl.classify.fit import Member
 from pucl.classify.objectives import TrainingRows
 from pucl.data.split import resolve_folds
 from pucl.errors import ParamsError
@@ -46,16 +49,24 @@ def without(rows: TrainingRows, out: np.ndarray) -> TrainingRows:
     return TrainingRows(rows.index[keep], rows.labelled[keep], rows.in_u[keep], pseudo)
 
 
-def out_of_fold_scores(recipe: Recipe, models: Sequence[ContrastiveModel], x: np.ndarray,
-                       rows: TrainingRows, fold: np.ndarray, prior: float | None,
-                       device: torch.device,
-                       method_heads: Sequence[nn.Module | None] | None = None,
-                       progress: bool = False,
-                       announce: Callable[[int, int], None] | None = None) -> np.ndarray:
-    """float [len(rows.index)]: each row's score by the classifier fitted without its fold
-    (`fold[i]` in 0 .. K - 1; a row of fold -1 is never left out and gets NaN), from
-    copies of the pretrained `models`, which stay as they are. Scored as the shipped
-    classifier scores: every member, every test-time view (evaluate.tta, tta_shift)."""
+@dataclass
+class CrossFitted:
+    """Each training row's score out of its fold, and the folds' classifiers: per fold
+    and encoder, (which pretrained encoder it started from, the fitted model, its member)."""
+
+    scores: np.ndarray
+    members: list[tuple[int, ContrastiveModel, Member]]
+
+
+def fit_folds(recipe: Recipe, models: Sequence[ContrastiveModel], x: np.ndarray,
+              rows: TrainingRows, fold: np.ndarray, prior: float | None,
+              device: torch.device, method_heads: Sequence[nn.Module | None] | None = None,
+              progress: bool = False,
+              announce: Callable[[int, int], None] | None = None) -> CrossFitted:
+    """The classifier fitted once per fold without its rows (`fold[i]` in 0 .. K - 1; a
+    row of fold -1 is never left out and scores NaN), from copies of the pretrained
+    `models`, which stay as they are; each row scored as the shipped classifier scores:
+    every member, every test-time view (evaluate.tta, tta_shift)."""
     folds = int(fold.max()) + 1
     if not classifier_objective(recipe).trains:
         raise ParamsError(f"split.folds = {folds} refits the classifier without "
@@ -63,7 +74,7 @@ def out_of_fold_scores(recipe: Recipe, models: Sequence[ContrastiveModel], x: np
                           f"'{recipe.classifier.objective}' comes ready-made from "
                           "pretraining (allowed with folds: an objective the head learns, "
                           "e.g. nnpu)")
-    scores = np.full(len(rows.index), np.nan)
+    scores, fitted_members = np.full(len(rows.index), np.nan), []
     for k in range(folds):
         if announce is not None:
             announce(k, folds)
@@ -77,4 +88,6 @@ def out_of_fold_scores(recipe: Recipe, models: Sequence[ContrastiveModel], x: np
                                  recipe.classifier.features, device)
         scores[out] = member_scores([head for _, head in members], features,
                                     device).mean(axis=(0, 1))
-    return scores
+        fitted_members += [(m, model, member) for m, (model, member)
+                           in enumerate(zip(copies, fitted, strict=True))]
+    return CrossFitted(scores, fitted_members)

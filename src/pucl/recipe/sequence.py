@@ -4,7 +4,6 @@ state a stage process starts with (`seed_everything`), so the model is the pipel
 
 from __future__ import annotations
 
-import copy
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe, seed_everything
 from pucl.recipe.by_input import for_inputs
 from pucl.recipe.classifier import fit_classifiers, reads_pseudo_labels
-from pucl.recipe.crossfit import out_of_fold_scores
+from pucl.recipe.crossfit import fit_folds
 from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
 from pucl.recipe.prior import (
     Prior,
@@ -47,7 +46,8 @@ def fit_sequence(recipe: Recipe, x: np.ndarray, labelled: np.ndarray, in_u: np.n
     """Prior, encoders, pseudo-labels (when the objective reads them) and heads from the
     rows `x`, their PU labels (`labelled`) and which rows are unlabeled (`in_u`); with
     `folds` (each row's cross-fitting fold) also each row's score by the heads fitted
-    without its fold (pucl.recipe.crossfit). `clock` records each step's cost under its
+    without its fold (pucl.recipe.crossfit; with classifier.shipped: ensemble, those
+    classifiers are the members). `clock` records each step's cost under its
     name: prior, pretrain, pupl, classifier, crossfit."""
     clock = clock or StepClock()
     recipe = for_inputs(recipe, x.shape[1:], len(x))
@@ -79,11 +79,13 @@ def fit_sequence(recipe: Recipe, x: np.ndarray, labelled: np.ndarray, in_u: np.n
         pseudo = labeller.result_.labels
         rows = TrainingRows(rows.index, labelled, in_u, pseudo)
     head_prior = prior_for(recipe.classifier.prior, prior)[0]
-    pretrained = copy.deepcopy(models) if folds is not None else None  # fine-tuning moves them
-    _, fitted = step("classifier", lambda: fit_classifiers(recipe, models, x, rows, head_prior,
-                                                     device, heads, progress))
-    members = [(model.eval(), member.head.eval())
-               for model, member in zip(models, fitted, strict=True)]
-    scores = None if pretrained is None else step("crossfit", lambda: out_of_fold_scores(
-        recipe, pretrained, x, rows, folds, head_prior, device, heads, progress))
-    return Fitted(recipe, prior, members, pseudo, scores)
+    crossfit = None if folds is None else step("crossfit", lambda: fit_folds(
+        recipe, models, x, rows, folds, head_prior, device, heads, progress))
+    if crossfit is not None and recipe.classifier.shipped == "ensemble":
+        members = [(model, member.head) for _, model, member in crossfit.members]
+    else:
+        _, fitted = step("classifier", lambda: fit_classifiers(
+            recipe, models, x, rows, head_prior, device, heads, progress))
+        members = [(model.eval(), member.head.eval())
+                   for model, member in zip(models, fitted, strict=True)]
+    return Fitted(recipe, prior, members, pseudo, crossfit and crossfit.scores)

@@ -198,6 +198,13 @@ class ClassifierParams(MethodSection):
     # own and its k nearest training rows' scores. 0 keeps the head's own score.
     neighbours: int = Field(0, ge=0, description="k nearest training rows whose scores "
                             "each score is averaged with (0: off)")
+    # With split.folds, what ships: refit (the classifier trained once more on every row)
+    # or ensemble (the folds' classifiers, their scores averaged: no refit, so one pass of
+    # the classifier step less, and the estimate describes the ensemble's own members).
+    # Without folds there is one classifier either way.
+    shipped: Literal["refit", "ensemble"] = Field(
+        "refit", description="with split.folds: refit on every row, or ship the folds' "
+        "classifiers as an ensemble")
 
     @field_validator("prior")
     @classmethod

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from pucl.classify.objectives import TrainingRows
 from pucl.data import ImageData, get_task
 from pucl.io import read_json, read_table, write_json
 from pucl.params.config import Params
@@ -60,6 +61,19 @@ class StageContext:
         """The manifest's rows of one part of the split (train, val, test), renumbered."""
         manifest = self.manifest()
         return manifest[manifest["split"] == part].reset_index(drop=True)
+
+    def training_rows(self, pseudo_labels: bool) -> tuple[TrainingRows, np.ndarray]:
+        """The classifier's training rows (with PUPL's labels when it reads them), and each
+        one's cross-fitting fold (none without split.folds)."""
+        train = self.manifest().query("split == 'train'")
+        pseudo = None
+        if pseudo_labels:
+            table = read_table(self.path("pupl", "labels.parquet"), LABEL_COLUMNS)
+            pseudo = train[["index"]].merge(table, on="index", how="left",
+                                            validate="one_to_one")["pseudo_label"].to_numpy()
+        fold = train["fold"].to_numpy() if "fold" in train else np.empty(0, np.int64)
+        return TrainingRows(train["index"].to_numpy(), train["pu"].to_numpy() == 1,
+                            train["in_u"].to_numpy(), pseudo), fold
 
     def out_of_fold(self) -> tuple[pd.DataFrame, np.ndarray]:
         """With split.folds: the training rows and each one's score by the classifier

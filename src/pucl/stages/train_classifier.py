@@ -10,7 +10,9 @@ Outputs `head.pt` (each member's head, and its fine-tuned encoder), `history.csv
 `summary.json` (objective, prior and its source, and `degenerate`: why the classifier
 calls every training row one class, else null; also a warning and the metric
 `classifier_degenerate`) and `crossfit_scores.parquet` (with split.folds, each training
-row's score by the classifier fitted without its fold; no rows without).
+row's score by the classifier fitted without its fold; no rows without). With folds and
+`classifier.shipped: ensemble` the folds' classifiers are the members, and no
+classifier is fitted on every row.
 """
 
 from __future__ import annotations
@@ -24,29 +26,15 @@ from pucl.artifacts.models import load_method_heads, load_models
 from pucl.classify.fit import degenerate
 from pucl.classify.heads import describe
 from pucl.classify.objectives import TrainingRows
-from pucl.io import read_table, write_json, write_table, write_torch
+from pucl.io import write_json, write_table, write_torch
 from pucl.recipe import Recipe
 from pucl.recipe.by_input import for_inputs
 from pucl.recipe.classifier import classifier_objective, fit_classifiers
-from pucl.recipe.crossfit import out_of_fold_scores
+from pucl.recipe.crossfit import CrossFitted, fit_folds
 from pucl.runtime.device import resolve_device
-from pucl.stages._context import CROSSFIT_SCORES, LABEL_COLUMNS, StageContext
+from pucl.stages._context import CROSSFIT_SCORES, StageContext
 
 NAME = "train_classifier"
-
-
-def training_rows(ctx: StageContext, objective) -> tuple[TrainingRows, np.ndarray]:
-    """The classifier's training rows, and each one's cross-fitting fold (none without
-    split.folds)."""
-    train = ctx.manifest().query("split == 'train'")
-    pseudo = None
-    if objective.reads_pseudo_labels:
-        table = read_table(ctx.path("pupl", "labels.parquet"), LABEL_COLUMNS)
-        pseudo = train[["index"]].merge(table, on="index", how="left", validate="one_to_one")
-        pseudo = pseudo["pseudo_label"].to_numpy()
-    fold = train["fold"].to_numpy() if "fold" in train else np.empty(0, np.int64)
-    return TrainingRows(train["index"].to_numpy(), train["pu"].to_numpy() == 1,
-                        train["in_u"].to_numpy(), pseudo), fold
 
 
 def run(ctx: StageContext) -> dict:
@@ -55,27 +43,33 @@ def run(ctx: StageContext) -> dict:
     p = recipe.classifier
     objective = classifier_objective(recipe)
     prior, source = ctx.class_prior(p.prior) if objective.needs_prior else (None, None)
-    pretrained = ctx.path("pretrain", "model.pt")
-
-    def announce(k: int, n: int) -> None:
-        if n > 1:
-            print(f"pucl train_classifier: member {k + 1} of {n}", file=sys.stderr)
-
-    (rows, fold), device = training_rows(ctx, objective), resolve_device(ctx.params.base.device)
-    targets, members = fit_classifiers(
-        recipe, load_models(pretrained), x_train, rows, prior, device,
-        load_method_heads(pretrained), ctx.progress, announce)
-    write_table(ctx.path("classifier", CROSSFIT_SCORES),
-                crossfit_scores(ctx, recipe, x_train, rows, fold, prior, device))
-    scores = np.mean([m.head.positive_score(m.features) for m in members], axis=0)
+    rows, fold = ctx.training_rows(objective.reads_pseudo_labels)
+    device = resolve_device(ctx.params.base.device)
+    crossfit = cross_fitted(ctx, recipe, x_train, rows, fold, prior, device)
+    write_table(ctx.path("classifier", CROSSFIT_SCORES), pd.DataFrame(
+        {"index": rows.index[:len(fold)], "fold": fold,
+         "score": crossfit.scores if crossfit else np.empty(0)}))
+    if crossfit and p.shipped == "ensemble":  # the folds' classifiers ship; no refit
+        targets = objective.targets(rows, prior)
+        members = [member for _, _, member in crossfit.members]
+        encoders = [encoder for encoder, _, _ in crossfit.members]
+        scores = crossfit.scores[pd.Index(rows.index).get_indexer(targets.rows)]
+    else:
+        pretrained = ctx.path("pretrain", "model.pt")
+        targets, members = fit_classifiers(
+            recipe, load_models(pretrained), x_train, rows, prior, device,
+            load_method_heads(pretrained), ctx.progress, lambda k, n: n > 1 and print(
+                f"pucl train_classifier: member {k + 1} of {n}", file=sys.stderr))
+        encoders = list(range(len(members)))
+        scores = np.mean([m.head.positive_score(m.features) for m in members], axis=0)
     summary = {"objective": p.objective, "prior": prior, "prior_source": source,
                "finetune_epochs": p.finetune_epochs, "features": p.features,
                "neighbours": p.neighbours, "members": len(members),
-               "degenerate": degenerate(scores)}
+               "shipped": p.shipped if crossfit else "refit", "degenerate": degenerate(scores)}
     if summary["degenerate"]:  # a collapsed PU risk, say: reported, never silent
         print(f"pucl train_classifier: WARNING: {summary['degenerate']} ({p.objective})",
               file=sys.stderr)
-    write_outputs(ctx, members, summary)
+    write_outputs(ctx, members, encoders, summary)
     return {"train_fit": float(((scores >= 0.5) == targets.labels).mean()),
             "train_positive_share": float((scores >= 0.5).mean()),
             "classifier_degenerate": int(summary["degenerate"] is not None),
@@ -83,22 +77,25 @@ def run(ctx: StageContext) -> dict:
             **({"classifier_prior": prior} if prior is not None else {})}
 
 
-def crossfit_scores(ctx: StageContext, recipe: Recipe, x_train: np.ndarray,
-                    rows: TrainingRows, fold: np.ndarray, prior: float | None, device
-                    ) -> pd.DataFrame:
-    """Each training row's score by the classifier fitted without its fold (for evaluate)."""
-    pretrained, scores = ctx.path("pretrain", "model.pt"), np.empty(0)
-    if len(fold):
-        scores = out_of_fold_scores(
-            recipe, load_models(pretrained), x_train, rows, fold, prior, device,
-            load_method_heads(pretrained), ctx.progress, lambda k, n: print(
-                f"pucl train_classifier: cross-fitting fold {k + 1} of {n}", file=sys.stderr))
-    return pd.DataFrame({"index": rows.index[:len(fold)], "fold": fold, "score": scores})
+def cross_fitted(ctx: StageContext, recipe: Recipe, x_train: np.ndarray, rows: TrainingRows,
+                 fold: np.ndarray, prior: float | None, device) -> CrossFitted | None:
+    """The classifier fitted without each fold (for evaluate's estimates), None without
+    split.folds."""
+    if not len(fold):
+        return None
+    pretrained = ctx.path("pretrain", "model.pt")
+    return fit_folds(recipe, load_models(pretrained), x_train, rows, fold, prior, device,
+                     load_method_heads(pretrained), ctx.progress, lambda k, n: print(
+                         f"pucl train_classifier: cross-fitting fold {k + 1} of {n}",
+                         file=sys.stderr))
 
 
-def write_outputs(ctx: StageContext, members: list, summary: dict) -> None:
-    """head.pt, history.csv and summary.json, and their MLflow record."""
-    saved = [{"head": describe(m.head), "encoder_state": m.encoder_state} for m in members]
+def write_outputs(ctx: StageContext, members: list, encoders: list[int], summary: dict
+                  ) -> None:
+    """head.pt (each member with the pretrained encoder it started from), history.csv and
+    summary.json, and their MLflow record."""
+    saved = [{"head": describe(m.head), "encoder_state": m.encoder_state, "encoder": e}
+             for m, e in zip(members, encoders, strict=True)]
     write_torch(ctx.path("classifier", "head.pt"),
                 {**saved[0], "features": summary["features"],
                  **({"other_members": saved[1:]} if len(saved) > 1 else {})})
@@ -114,6 +111,7 @@ def write_outputs(ctx: StageContext, members: list, summary: dict) -> None:
     write_json(ctx.path("classifier", "summary.json"), summary)
     ctx.run.set_tags({"classifier_objective": summary["objective"],
                       "classifier_finetuned": str(summary["finetune_epochs"] > 0).lower(),
+                      "classifier_shipped": summary["shipped"],
                       **({"classifier_prior_source": summary["prior_source"]}
                          if summary["prior_source"] else {})})
     for name in ("head.pt", "summary.json", CROSSFIT_SCORES):
