@@ -171,7 +171,8 @@ def test_classifier_objectives_record_their_prior_and_differ(finished_tiny, tmp_
         summary = json.loads((project / "data/classifier/summary.json").read_text())
         assert summary == {"objective": objective, "prior": want_prior, "prior_source": source,
                            "finetune_epochs": 0, "degenerate": None,
-                           "features": "encoder", "neighbours": 0, "members": 1}
+                           "features": "encoder", "neighbours": 0, "members": 1,
+                           "shipped": "refit"}
         heads[(objective, str(prior))] = torch.load(
             project / "data/classifier/head.pt")["head"]["state"]["linear.weight"]
     client = MlflowClient(tracking_uri)

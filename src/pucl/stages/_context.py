@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from pucl.classify.objectives import TrainingRows
 from pucl.data import ImageData, get_task
 from pucl.io import read_json, read_table, write_json
 from pucl.params.config import Params
@@ -21,6 +20,7 @@ from pucl.params.dataset import dataset_of
 from pucl.recipe.prior import Prior, prior_for
 
 if TYPE_CHECKING:
+    from pucl.classify.objectives import TrainingRows
     from pucl.tracking import Run
 
 MANIFEST_COLUMNS = ("index", "split", "pu", "in_u", "y")
@@ -65,6 +65,8 @@ class StageContext:
     def training_rows(self, pseudo_labels: bool) -> tuple[TrainingRows, np.ndarray]:
         """The classifier's training rows (with PUPL's labels when it reads them), and each
         one's cross-fitting fold (none without split.folds)."""
+        from pucl.classify.objectives import TrainingRows  # train_classifier's only
+
         train = self.manifest().query("split == 'train'")
         pseudo = None
         if pseudo_labels:
