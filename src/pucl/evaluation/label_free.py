@@ -11,8 +11,9 @@ Under SCAR the labelled positives are a sample of the positives, so for a rule
 - AUC(P vs U) = (1 - pi) AUC(P vs N) + pi / 2, so AUC(P vs N) = (AUC_PU - pi / 2) / (1 - pi).
 
 Each estimate comes with a percentile bootstrap interval over the held-out rows (P and U
-resampled apart, seeded) and with its values at pi -+ `prior_error`, the part of the
-error that comes from the prior: a prior off by d moves the accuracy by (2 TPR - 1) d.
+resampled apart, seeded) and with its values at pi -+ `prior_error` (the prior's 95%
+half-width), the part of the error that comes from the prior: a prior off by d moves the
+accuracy by (2 TPR - 1) d. The two parts combine as independent errors (`Estimate.interval`).
 """
 
 from __future__ import annotations
@@ -77,11 +78,15 @@ class Estimate:
     at_prior_high: float
 
     def interval(self) -> tuple[float, float]:
-        """The bootstrap interval widened by the prior's part: it holds the estimate for
-        the held-out rows' chance and for any prior within the error (inside [0, 1])."""
+        """The bootstrap interval and the prior's part, combined as two independent errors
+        with 95% half-widths of their own: on each side the root of the sum of the two
+        squares (a prior end that moves the estimate the other way adds nothing on that
+        side), kept inside [0, 1]. Adding the two parts instead would cover their worst
+        cases at once, wider than a 95% interval needs (docs/evaluation.md)."""
         shifts = (self.at_prior_low - self.value, self.at_prior_high - self.value)
-        return (max(self.low + min(0.0, *shifts), 0.0),
-                min(self.high + max(0.0, *shifts), 1.0))
+        down = np.hypot(max(self.value - self.low, 0.0), max(0.0, -min(shifts)))
+        up = np.hypot(max(self.high - self.value, 0.0), max(0.0, *shifts))
+        return max(self.value - float(down), 0.0), min(self.value + float(up), 1.0)
 
 
 def estimate_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,

@@ -228,9 +228,9 @@ class EvaluateParams(Section):
     embedding_points: int = Field(1000, ge=10)
     prototype_views: int = Field(4, ge=0, description="augmented views per test sample for "
                                  "the prototype-bias diagnostic (0: off)")
-    # how far the prior estimate may be off: the validation estimates' intervals also hold
-    # every value the prior could take within it (reports/prior: the default estimator's
-    # worst error over five seeds on 2 CPU cores was 0.032)
+    # the prior estimate's 95% half-width: the validation estimates' intervals add the part
+    # it moves them by to the rows' chance, as an independent error (label_free.Estimate;
+    # reports/prior: the default estimator's mean error on F-MNIST-II was 0.032)
     prior_error: float = Field(0.03, ge=0.0, lt=0.5, description="the prior's error, for "
                                "the validation estimates' intervals")
 
