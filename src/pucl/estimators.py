@@ -138,7 +138,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         pseudo-labels are fitted once; docs/evaluation.md). About K more classifier
         steps of cost. 0: off. `auto`, the pipeline's default: 5 folds where
         validation_fraction is `auto` too and X holds at most 20,000 rows, else
-        validation_fraction's part.
+        validation_fraction's part. settings={"classifier.shipped": "ensemble"} makes
+        the folds' classifiers the model (their scores averaged) instead of a refit.
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0
