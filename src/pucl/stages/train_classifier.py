@@ -53,6 +53,7 @@ def run(ctx: StageContext) -> dict:
         targets = objective.targets(rows, prior)
         members = [member for _, _, member in crossfit.members]
         encoders = [encoder for encoder, _, _ in crossfit.members]
+        # train_fit then reads each row's score by the member that did not train on it
         scores = crossfit.scores[pd.Index(rows.index).get_indexer(targets.rows)]
     else:
         pretrained = ctx.path("pretrain", "model.pt")
