@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 quiet_defaults()  # libraries' telemetry off, passive OpenMP threads
 
-# Tests run in parallel processes (pytest-xdist): each gets its own Prefect home, so the
-# temporary Prefect servers of two tests never share one sqlite database.
+# A Prefect home away from the user's, inherited by the parallel workers (pytest-xdist): the
+# servers that tests of pucl's own server start keep their database there.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="pucl-tests-prefect-"))
 PARALLEL = "PYTEST_XDIST_WORKER" in os.environ
 
@@ -83,28 +83,47 @@ def tracking_uri(tmp_path, monkeypatch) -> str:
     return uri
 
 
+_PROJECT_TEMPLATE: list[Path] = []  # one per test process, made on first use
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def project_template() -> Path:
+    """What every test project shares (code, dvc.yaml, the empty tracked dataset, the DVC
+    remote's config) as a committed git + DVC repo. `dvc init` and committing the code
+    cost a test about a second a project, and tests make dozens: each copies this one."""
+    if not _PROJECT_TEMPLATE:
+        dest = Path(tempfile.mkdtemp(prefix="pucl-tests-project-")) / "proj"
+        dest.mkdir()
+        for name in ("src", "dvc.yaml", ".dvcignore", "pyproject.toml",
+                     "prefect.yaml", "prefect-automations.yaml"):
+            src = ROOT / name
+            if src.is_dir():
+                shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+            elif src.exists():
+                shutil.copy2(src, dest / name)
+        (dest / "data" / "dataset").mkdir(parents=True)  # git-tracked, like in a clone
+        shutil.copy2(ROOT / "data" / "dataset" / "README.md", dest / "data" / "dataset")
+        (dest / ".gitignore").write_text((ROOT / ".gitignore").read_text())
+        env = {**os.environ, "PATH": python_path(), **GIT_ENV}
+        subprocess.run(["git", "init", "-q"], cwd=dest, check=True, env=env)
+        subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=dest, check=True,
+                       env=env)
+        shutil.copy2(ROOT / ".dvc" / "config", dest / ".dvc" / "config")  # the local remote
+        subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=env)
+        subprocess.run(["git", "commit", "-qm", "init"], cwd=dest, check=True, env=env)
+        _PROJECT_TEMPLATE.append(dest)
+    return _PROJECT_TEMPLATE[0]
+
+
 def make_project(dest: Path, params: dict | None = None) -> Path:
-    """A throw-away copy of the project (code, dvc.yaml, tiny params, the empty tracked
-    dataset, the DVC remote's config) as a git + DVC repo."""
-    dest.mkdir(parents=True)
-    for name in ("src", "dvc.yaml", ".dvcignore", "pyproject.toml",
-                 "prefect.yaml", "prefect-automations.yaml"):
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.exists():
-            shutil.copy2(src, dest / name)
-    (dest / "data" / "dataset").mkdir(parents=True)  # git-tracked, like in a clone
-    shutil.copy2(ROOT / "data" / "dataset" / "README.md", dest / "data" / "dataset")
+    """A throw-away copy of the project (`project_template`) with tiny params, or
+    `params`, committed."""
+    shutil.copytree(project_template(), dest, symlinks=True)
     (dest / "params.yaml").write_text(yaml.safe_dump(params or tiny_params(), sort_keys=False))
-    (dest / ".gitignore").write_text((ROOT / ".gitignore").read_text())
-    env = {**os.environ, "PATH": python_path(), "GIT_AUTHOR_NAME": "t",
-           "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True, env=env)
-    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=dest, check=True, env=env)
-    shutil.copy2(ROOT / ".dvc" / "config", dest / ".dvc" / "config")  # the local remote
-    subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=env)
-    subprocess.run(["git", "commit", "-qm", "init"], cwd=dest, check=True, env=env)
+    env = {**os.environ, **GIT_ENV}
+    subprocess.run(["git", "add", "params.yaml"], cwd=dest, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "params"], cwd=dest, check=True, env=env)
     return dest
 
 
@@ -174,21 +193,53 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: rest in order
 
 
-# -- a Prefect server and a tracked project per module, for the flow tests ----------------
+# -- one Prefect server for the session, a tracked project per module, for flow tests -----
 
-def prefect_server():
-    """A temporary Prefect server (its own sqlite database), given pucl's startup timeout:
-    a context manager."""
-    from prefect.testing.utilities import prefect_test_harness
+def pytest_configure(config):
+    """One temporary Prefect server for the whole test session, started by the process
+    that starts the others (xdist's controller, or the only process): its URL reaches the
+    workers through the environment they inherit, so flows in tests and in the `pucl`
+    commands they start report to it instead of starting a server each (10 s apiece).
+    Tests of pucl's own server start remove PREFECT_API_URL (test_server_reaper)."""
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: the controller's server, through the environment
+    import socket
 
-    return prefect_test_harness(server_startup_timeout=SERVER_STARTUP_TIMEOUT_S)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # before Prefect is imported, so that this process's own settings name it too
+    os.environ["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
+    from prefect.server.api.server import SubprocessASGIServer
+    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL, temporary_settings
+
+    from pucl.flows._reaper import watch
+
+    db = Path(tempfile.mkdtemp(prefix="pucl-tests-prefect-db-")) / "prefect.db"
+    # the database for this server only: servers that tests start get their own
+    with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL:
+                             f"sqlite+aiosqlite:///{db}"}):
+        server = SubprocessASGIServer(port=port)
+        server.start(timeout=SERVER_STARTUP_TIMEOUT_S)
+    config.pucl_prefect = (server, watch(server.server_process.pid))  # gone with pytest
+
+
+def pytest_unconfigure(config):
+    started = getattr(config, "pucl_prefect", None)
+    if started:
+        server, reaper = started
+        reaper.kill()
+        reaper.wait()
+        server.stop()
 
 
 @pytest.fixture(scope="module")
 def harness():
-    """A temporary Prefect server for this module's flows."""
-    with prefect_server():
-        yield
+    """The session's Prefect server (pytest_configure), named by the tests that need one."""
+    from prefect.settings import PREFECT_API_URL
+
+    assert PREFECT_API_URL.value(), "no Prefect server for the tests"
+    yield
 
 
 @pytest.fixture(scope="module")

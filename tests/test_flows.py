@@ -1,5 +1,5 @@
-"""Prefect flows and MLflow tracking, on tiny params, against a temporary Prefect server
-(`prefect_test_harness`) and a temporary sqlite MLflow store (tests/conftest.py). What was
+"""Prefect flows and MLflow tracking, on tiny params, against the tests' temporary Prefect
+server (tests/conftest.py) and a temporary sqlite MLflow store (tests/conftest.py). What was
 tracked is read back with a plain `MlflowClient`, not through pucl's own tracking module.
 The sweep flow's tests are in test_sweep_flows.py, so the two run on separate workers."""
 

@@ -28,7 +28,6 @@ from tests.conftest import (
     ROOT,
     make_project,
     new_store,
-    prefect_server,
     python_path,
     tiny_params,
 )
@@ -41,14 +40,14 @@ ROWS = 2000  # of the 4,000 training rows of mnist5k: the rest arrives as a batc
 
 
 @pytest.fixture(scope="module")
-def cycle(tmp_path_factory):
-    """A project on the tracked dataset, one Prefect server, one MLflow store."""
+def cycle(tmp_path_factory, harness):
+    """A project on the tracked dataset, the session's Prefect server, one MLflow store."""
     base = tmp_path_factory.mktemp("production")
     uri = new_store(base / "mlflow.db")
     # 100 labelled positives: too few for a 10% validation part
     params = tiny_params(data={"dataset": "tracked", "task": "given"},
                          split={"val_fraction": 0.0})
-    with pytest.MonkeyPatch.context() as mp, prefect_server():
+    with pytest.MonkeyPatch.context() as mp:
         root = make_project(base / "proj", params)
         mp.setenv("PUCL_ROOT", str(root))
         mp.setenv("MLFLOW_TRACKING_URI", uri)

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from typer.testing import CliRunner
 
 from pucl.data import load_dataset
-from tests.conftest import make_project, new_store, prefect_server, python_path, tiny_params
+from tests.conftest import make_project, new_store, python_path, tiny_params
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -61,7 +61,7 @@ def naive_estimate(scores: np.ndarray, pu: np.ndarray, prior: float) -> float:
     return 1 - prior - r + 2 * prior * tpr
 
 
-def test_a_cycle_with_p_and_u_alone(tmp_path):
+def test_a_cycle_with_p_and_u_alone(tmp_path, harness):
     import mlflow.pyfunc
 
     uri = new_store(tmp_path / "mlflow.db")
@@ -70,7 +70,7 @@ def test_a_cycle_with_p_and_u_alone(tmp_path):
                          prior={"heldout": {"restarts": 3}})
     # P and U alone: 2,000 digits, 400 even ones labelled; the labels stay in this test
     x, y, pu = pu_digits(400, seed=0)
-    with pytest.MonkeyPatch.context() as mp, prefect_server():
+    with pytest.MonkeyPatch.context() as mp:
         root = make_project(tmp_path / "proj", params)
         np.savez(root / "pu.npz", x=x, pu=pu)
         for key, value in (("PUCL_ROOT", str(root)), ("MLFLOW_TRACKING_URI", uri),
