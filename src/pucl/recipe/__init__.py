@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ValidationError
 
 from pucl.errors import ParamsError, invalid_settings, unknown_parameter
@@ -114,6 +113,8 @@ def entry_settings(section: MethodSection, name: str, entry: Entry) -> Any:
 
 def seed_everything(seed: int) -> None:
     """The global generators a step may draw from, as a stage process starts them."""
+    import torch  # here: reading params (pucl.params imports this package) needs no torch
+
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
