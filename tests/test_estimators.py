@@ -33,6 +33,9 @@ from pucl import (
 # 2 features masked, learns their blobs upside down (0.15); with the default 50 epochs
 # the defaults read 0.92 on the same data, and tests/test_tabular_floor.py holds them.
 FAST = {"epochs": 1, "head_epochs": 5, "batch_size": 64, "prior": "km2", "finetune_epochs": 0}
+# KM2 on 300 rows a side, as the pipeline tests' params: on every row of 1,200 it takes
+# about 5 s a fit, and the cross-fitting test fits three times
+SUBSAMPLED_KM2 = {"prior.km.max_per_side": 300}
 
 # Checks that cannot pass, and why.
 EXPECTED_FAILURES = {
@@ -183,7 +186,7 @@ def test_cross_fitted_estimates_read_every_row_and_the_model_learns_from_all():
     each scored out of its fold, and lands near the truth of fresh rows; the model itself
     is the one a plain fit gives (every row trains it)."""
     x, _, s = tabular_pu(1200, seed=3)
-    clf = PUClassifier(validation_folds=3, **FAST).fit(x, s)
+    clf = PUClassifier(validation_folds=3, settings=SUBSAMPLED_KM2, **FAST).fit(x, s)
     got = clf.estimates_
     assert (got["val_n_p"], got["val_n_u"], got["val_folds"]) == (s.sum(), len(s), 3)
     assert got["val_est_accuracy_low"] <= got["val_est_accuracy"] <= got[
@@ -191,11 +194,11 @@ def test_cross_fitted_estimates_read_every_row_and_the_model_learns_from_all():
     x_new, y_new, _ = tabular_pu(2000, seed=4)
     truth = (clf.predict(x_new) == y_new).mean()
     assert abs(got["val_est_accuracy"] - truth) < 0.05
-    plain = PUClassifier(**FAST).fit(x, s)
+    plain = PUClassifier(settings=SUBSAMPLED_KM2, **FAST).fit(x, s)
     np.testing.assert_array_equal(plain.predict_proba(x_new), clf.predict_proba(x_new))
     assert set(clf.timings_) == set(plain.timings_) | {"crossfit"}
-    ensemble = PUClassifier(validation_folds=3, settings={"classifier.shipped": "ensemble"},
-                            **FAST).fit(x, s)
+    ensemble = PUClassifier(validation_folds=3, settings={
+        **SUBSAMPLED_KM2, "classifier.shipped": "ensemble"}, **FAST).fit(x, s)
     assert ensemble.estimates_ == got  # the same folds' classifiers, which now ship
     assert len(ensemble.members_) == 3 and "classifier" not in ensemble.timings_
     folds = [PUClassifier(**FAST) for _ in range(3)]  # each member, scored on its own
