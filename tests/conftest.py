@@ -179,13 +179,14 @@ def project(tmp_path, tracking_uri, monkeypatch) -> Path:
 # Parallel workers take whole test files in collection order (the Makefile turns off
 # xdist's own reordering, by number of tests): the longest files first, so that no worker
 # is left with one long file when the others are done. Longest first, by --durations.
-SLOWEST_FIRST = ("test_sweep_flows.py", "test_flows.py", "test_production.py", "test_cli.py",
-                 "test_production_pu.py",
-                 "test_finetune.py", "test_other_methods.py", "test_km2.py", "test_stages.py",
-                 "test_one_recipe.py", "test_crossfit.py", "test_members.py", "test_resume.py",
-                 "test_bad_inputs.py", "test_registries.py", "test_orphans.py",
-                 "test_server_reaper.py", "test_device_path.py", "test_estimators.py",
-                 "test_own_data.py")
+SLOWEST_FIRST = ("test_flows.py", "test_sweep_flows.py", "test_server_reaper.py",
+                 "test_production.py", "test_cli.py", "test_production_pu.py",
+                 "test_finetune.py", "test_other_methods.py", "test_stages.py",
+                 "test_faults.py", "test_estimators.py", "test_registries.py",
+                 "test_resume.py", "test_members.py", "test_km2.py", "test_orphans.py",
+                 "test_one_recipe.py", "test_device_path.py", "test_own_data.py",
+                 "test_tabular_benchmark.py", "test_crossfit.py", "test_safe_loading.py",
+                 "test_tabular_floor.py", "test_paired.py")
 
 
 def pytest_collection_modifyitems(items):
