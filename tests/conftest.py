@@ -201,37 +201,67 @@ def pytest_configure(config):
     that starts the others (xdist's controller, or the only process): its URL reaches the
     workers through the environment they inherit, so flows in tests and in the `pucl`
     commands they start report to it instead of starting a server each (10 s apiece).
-    Tests of pucl's own server start remove PREFECT_API_URL (test_server_reaper)."""
+    It starts in the background while the workers start and collect; each waits for it
+    before its first test (`pytest_collection_finish`). Tests of pucl's own server start
+    remove PREFECT_API_URL (test_server_reaper)."""
     if hasattr(config, "workerinput"):
         return  # an xdist worker: the controller's server, through the environment
     import socket
+    import threading
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     # before Prefect is imported, so that this process's own settings name it too
     os.environ["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
-    from prefect.server.api.server import SubprocessASGIServer
-    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL, temporary_settings
+    started: dict = {}
 
-    from pucl.flows._reaper import watch
+    def start() -> None:
+        from prefect.server.api.server import SubprocessASGIServer
+        from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL, temporary_settings
 
-    db = Path(tempfile.mkdtemp(prefix="pucl-tests-prefect-db-")) / "prefect.db"
-    # the database for this server only: servers that tests start get their own
-    with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL:
-                             f"sqlite+aiosqlite:///{db}"}):
-        server = SubprocessASGIServer(port=port)
-        server.start(timeout=SERVER_STARTUP_TIMEOUT_S)
-    config.pucl_prefect = (server, watch(server.server_process.pid))  # gone with pytest
+        from pucl.flows._reaper import watch
+
+        db = Path(tempfile.mkdtemp(prefix="pucl-tests-prefect-db-")) / "prefect.db"
+        # the database for this server only: servers that tests start get their own
+        with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL:
+                                 f"sqlite+aiosqlite:///{db}"}):
+            started["server"] = SubprocessASGIServer(port=port)
+            started["server"].start(timeout=SERVER_STARTUP_TIMEOUT_S)
+        started["reaper"] = watch(started["server"].server_process.pid)  # gone with pytest
+
+    thread = threading.Thread(target=start, name="prefect-server", daemon=True)
+    thread.start()
+    config.pucl_prefect = (thread, started)
+
+
+def pytest_collection_finish(session):
+    """Wait for the session's Prefect server (started in pytest_configure) to answer."""
+    import time
+    import urllib.request
+
+    url, deadline = os.environ["PREFECT_API_URL"], time.monotonic() + SERVER_STARTUP_TIMEOUT_S
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise pytest.UsageError(f"the tests' Prefect server at {url} never answered "
+                                        f"({SERVER_STARTUP_TIMEOUT_S} s)") from None
+            time.sleep(0.2)
 
 
 def pytest_unconfigure(config):
-    started = getattr(config, "pucl_prefect", None)
-    if started:
-        server, reaper = started
-        reaper.kill()
-        reaper.wait()
-        server.stop()
+    thread, started = getattr(config, "pucl_prefect", (None, {}))
+    if thread is None:
+        return
+    thread.join()
+    if "reaper" in started:
+        started["reaper"].kill()
+        started["reaper"].wait()
+    if "server" in started:
+        started["server"].stop()
 
 
 @pytest.fixture(scope="module")
