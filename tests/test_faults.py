@@ -110,9 +110,20 @@ def tracked(tmp_path, monkeypatch) -> Path:
     return project
 
 
-def add(project: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pucl.cli", "data", "add", "batch.npz"],
-                          cwd=project, capture_output=True, text=True)
+def add(project: Path, in_process: bool = False):
+    """`pucl data add batch.npz`: a process of its own (a full disk is the command's own
+    end), or typer's runner in this process (the same app, exit code and output, without
+    a Python start)."""
+    if not in_process:
+        return subprocess.run([sys.executable, "-m", "pucl.cli", "data", "add", "batch.npz"],
+                              cwd=project, capture_output=True, text=True)
+    from typer.testing import CliRunner
+
+    from pucl.cli import app
+
+    result = CliRunner().invoke(app, ["data", "add", "batch.npz"])
+    return subprocess.CompletedProcess("pucl data add", result.exit_code, result.stdout,
+                                       result.stderr)
 
 
 def batches(project: Path) -> list[str]:
@@ -129,7 +140,7 @@ def test_data_add_on_a_full_disk_records_nothing_and_the_next_add_works(tracked)
     assert len(lines) == 1 and lines[0].startswith("pucl: error: no space left on the device")
     assert batches(tracked) == ["00000.npz"]
     assert (tracked / "data/dataset/batches.dvc").read_bytes() == record
-    again = add(tracked)
+    again = add(tracked, in_process=True)
     assert again.returncode == 0 and "batch 00001" in again.stdout, again.stderr
 
 
@@ -141,7 +152,7 @@ def test_a_batch_an_interrupted_add_left_unrecorded_is_removed_not_kept(tracked)
     first = tracked / "data/dataset/batches/00000.npz"
     shutil.copyfile(first, first.with_name("00001.npz"))  # what the killed add wrote
     first.with_name(".00002.npz.k3j1x9.tmp").write_bytes(b"half a batch")  # killed mid-write
-    done = add(tracked)
+    done = add(tracked, in_process=True)
     assert done.returncode == 0, done.stderr
     assert "removed" in done.stderr and "00001.npz: an interrupted `pucl data add`" in done.stderr
     assert "batch 00001" in done.stdout and batches(tracked) == ["00000.npz", "00001.npz"]

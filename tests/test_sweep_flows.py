@@ -164,6 +164,7 @@ def test_sweep_on_an_existing_dask_cluster(flows_env, harness):
     assert len(children(flows_env["client"], result["mlflow_run_id"])) == 1
 
 
+@pytest.mark.slow  # a pool of two processes, each starting a pipeline (docs/development.md)
 def test_points_sharing_an_encoder_train_it_once(flows_env, harness, monkeypatch):
     """Two variants of one seed differ only downstream of pretraining: with two workers
     they would both start training the same encoder at once. The second waits for the
