@@ -69,22 +69,6 @@ def scores(model: nn.Module, x: np.ndarray) -> np.ndarray:
                                for i in range(0, len(x), 2048)])
 
 
-class Viewed(nn.Module):
-    """A network scored like the served classifier: the mean over its test-time views."""
-
-    def __init__(self, net: nn.Module, mirror: bool, shift: int):
-        super().__init__()
-        self.net, self.mirror, self.shift = net, mirror, shift
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from pucl.data.augment import normalize
-        from pucl.data.views import tta_views
-
-        views = tta_views(x, self.mirror, self.shift)
-        return torch.stack([torch.softmax(self.net(normalize(v)), 1)[:, 1]
-                            for v in views]).mean(0)
-
-
 def pseudo_labelled(work: Path, params, data, train: pd.DataFrame, prior: float,
                     share: float):
     """(images, labels) the student learns from, U's images, and how right the labels are."""
@@ -165,9 +149,12 @@ def train_student(x: np.ndarray, y: np.ndarray, x_u: np.ndarray, params, args
 def measured(net: nn.Module, params, data, prior: float, val: pd.DataFrame,
              test: pd.DataFrame, seed: int) -> dict:
     """Test accuracy, and the validation estimate beside its truth."""
+    from pucl.classify.deployable import ServedClassifier
     from pucl.evaluation.label_free import validation_metrics
 
-    served = Viewed(net, params.evaluate.tta == "hflip", params.evaluate.tta_shift)
+    encoder, head = net  # scored as the served classifier is: over its test-time views
+    served = ServedClassifier(encoder, head, mirror=params.evaluate.tta == "hflip",
+                              shift=params.evaluate.tta_shift)
     on_test = scores(served, data.x_test[test["index"].to_numpy()])
     on_val = scores(served, data.x_train[val["index"].to_numpy()])
     in_u = val["in_u"].to_numpy()
