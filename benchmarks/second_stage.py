@@ -93,16 +93,21 @@ def pseudo_labelled(work: Path, params, data, train: pd.DataFrame, prior: float,
     return x, y, x_u, right
 
 
-def train_student(x: np.ndarray, y: np.ndarray, x_u: np.ndarray, params, args
-                  ) -> tuple[nn.Module, float]:
-    """A fresh LeNet-5 and head, FixMatch-like against an EMA teacher; returns the teacher
-    and the share of U's batches it was sure of in the last epoch."""
+def train_student(x: np.ndarray, y: np.ndarray, x_u: np.ndarray, params, args,
+                  work: Path) -> tuple[nn.Module, float]:
+    """A fresh LeNet-5 and head (`--start pucl`: the LeNet-5 starts from the first stage's
+    contrastive encoder, before its fine-tuning), FixMatch-like against an EMA teacher;
+    returns the teacher and the share of U's batches it was sure of in the last epoch."""
     from pucl.data.augment import make_augment, normalize, to_unit_float
     from pucl.models.encoders import make_encoder
 
     gen = torch.Generator().manual_seed(args.seed)
     torch.manual_seed(args.seed)
     encoder = make_encoder("lenet5", (1, *x.shape[-2:]))
+    if args.start == "pucl":
+        from pucl.artifacts.models import load_model
+
+        encoder.load_state_dict(load_model(work / "data/pretrain/model.pt").encoder.state_dict())
     student = nn.Sequential(encoder, nn.Linear(encoder.out_dim, 2))
     teacher = copy.deepcopy(student).requires_grad_(False)
     strong, mirror = make_augment(params.pretrain.augment, tabular=False), \
@@ -174,6 +179,8 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=0.95)
     parser.add_argument("--ema", type=float, default=0.99)
     parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--start", choices=("fresh", "pucl"), default="fresh",
+                        help="the student's LeNet-5: new, or the contrastive encoder")
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
     work = args.work or ROOT / "data" / "runs" / f"second-stage-{args.preset}-s{args.seed}"
@@ -188,10 +195,11 @@ def main() -> None:
                         for part in ("train", "val", "test"))
     x, y, x_u, right = pseudo_labelled(work, params, data, train, prior, args.share)
     stage_two = time.perf_counter()
-    teacher, sure = train_student(x, y, x_u, params, args)
+    teacher, sure = train_student(x, y, x_u, params, args, work)
     row = {"preset": args.preset, "seed": args.seed, "share": args.share,
            "consistency": args.consistency, "threshold": args.threshold, "ema": args.ema,
-           "epochs": args.epochs, "prior": prior, **right, "teacher_sure": sure,
+           "epochs": args.epochs, "start": args.start, "prior": prior, **right,
+           "teacher_sure": sure,
            "first_accuracy": first["accuracy"], "first_val_est": first["val_est_accuracy"],
            "first_val_true": first["val_true_accuracy"],
            **{f"second_{k}": v for k, v in
