@@ -11,6 +11,10 @@ redundant; prior 0.4; a tenth of the positives labelled; U is every row), with 2
 more rows of the same draw as the test set. The estimator runs with its defaults and
 any --set NAME=VALUE of its parameters (JSON values). A slope near 1 is linear in the
 rows; the figure `<out>.png` draws every step.
+
+With --pipeline the same tables go through the pipeline's six stages instead (the path of
+`pucl run` on an npz, in process, tracking into a temporary MLflow store): seconds of each
+stage, and the highest resident memory while it ran.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file
@@ -69,6 +74,37 @@ def measure(rows: int, params: dict) -> list[dict]:
             for step, value in seconds.items()]
 
 
+def measure_pipeline(rows: int, overrides: dict) -> list[dict]:
+    """One size through the six stages, as `pucl run` with `data.dataset: npz` runs them: a
+    row per stage and one for the whole run ("run")."""
+    import os
+    import tempfile
+
+    from pucl.runtime.clock import StepClock
+    from pucl.stages.runner import call_stage, resolve_params, run_pipeline
+
+    x, s, x_test, y_test = table(rows)
+    clock = StepClock(memory=True)
+
+    def timed(stage: str, *args) -> dict:
+        with clock(stage):
+            return call_stage(stage, *args)
+
+    with tempfile.TemporaryDirectory(prefix="tabular-scale-") as tmp:
+        data, work = Path(tmp) / "table.npz", Path(tmp) / "run"
+        np.savez(data, x=x, pu=s, x_test=x_test, y_test=y_test)
+        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp}/mlflow.db"  # not the project's
+        params = resolve_params(ROOT, {"data.dataset": "npz", "data.task": "given",
+                                       "data.path": str(data), **overrides})
+        with clock("run"):
+            run_pipeline(params, work, f"scale-{rows}", stage_call=timed)
+        metrics = json.loads((work / params.paths.evaluate / "metrics.json").read_text())
+    return [{"rows": rows, "step": step, "seconds": round(value, 3),
+             "peak_rss_mb": round(clock.peak_rss[step] / 2**20),
+             "accuracy": metrics["accuracy"], "prior": metrics["prior_estimate"]}
+            for step, value in clock.seconds.items()]
+
+
 def slopes(frame: pd.DataFrame) -> pd.DataFrame:
     """Each step's log-log slope of seconds against rows, between consecutive sizes."""
     out = []
@@ -90,13 +126,14 @@ def figure(frame: pd.DataFrame, path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for step, part in frame.groupby("step", sort=False):
         left.plot(part.rows, part.seconds, marker="o", label=step)
+    whole = "fit" if (frame.step == "fit").any() else "run"  # the estimator's or the pipeline's
     left.set(xscale="log", yscale="log", xlabel="rows", ylabel="seconds",
-             title="PUClassifier: seconds per step")
+             title=f"{'PUClassifier' if whole == 'fit' else 'pipeline'}: seconds per step")
     left.legend()
-    fit = frame[frame.step == "fit"]
-    right.plot(fit.rows, fit.peak_rss_mb, marker="o", label="fit")
+    part = frame[frame.step == whole]
+    right.plot(part.rows, part.peak_rss_mb, marker="o", label=whole)
     right.set(xscale="log", xlabel="rows", ylabel="peak resident MB",
-              title="peak memory of fit")
+              title=f"peak memory of the {whole}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -106,18 +143,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--set", nargs="*", default=[], metavar="NAME=VALUE")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "tabular" / "scale.csv")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="the pipeline's stages (--set takes params keys, YAML values)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child's size
     args = parser.parse_args(argv)
-    params = {name: json.loads(value) for name, value in
-              (item.split("=", 1) for item in args.set)}
+    parse = yaml.safe_load if args.pipeline else json.loads
+    params = {name: parse(value) for name, value in (item.split("=", 1) for item in args.set)}
     if args.one:
-        print(json.dumps(measure(args.one, params)))
+        run = measure_pipeline if args.pipeline else measure
+        print(json.dumps(run(args.one, params)))
         return
     commit, found = current_commit(), []
     for rows in args.rows:
         start = time.perf_counter()
         # the child's progress bars go to this terminal; its rows come back on stdout
         child = subprocess.run([sys.executable, __file__, "--one", str(rows),
+                                *(["--pipeline"] if args.pipeline else []),
                                 "--set", *args.set], stdout=subprocess.PIPE, text=True)
         if child.returncode:
             sys.exit(f"{rows} rows failed (exit {child.returncode}); its error is above")
