@@ -20,6 +20,7 @@ from torch import nn
 from pucl.classify.linear import LinearHead, PUBatches
 from pucl.classify.pu_risk import PU_RISKS, pu_risk
 from pucl.data.augment import augmented_views, view_draws
+from pucl.losses.noncontrastive import noisncl_loss
 from pucl.runtime.device import LossSum, adam, descend, epoch_order, on_device
 from pucl.runtime.progress import EpochBar
 from pucl.runtime.step_graph import GraphedStep
@@ -61,19 +62,37 @@ def _ce_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
     return learn, epoch
 
 
+def pseudo_label_pairs(features: torch.Tensor, scores: torch.Tensor, n_p: int
+                       ) -> torch.Tensor:
+    """NoiSNCL (paper 001 eq. 7) over a batch's pairs of rows that share a pseudo-label:
+    the first n_p rows (labelled positives) are positive, the others take the head's
+    current call (score > 0). Each row is pulled towards the detached features of the
+    other rows of its label; a row is not its own pair."""
+    label = torch.cat([torch.ones(n_p, dtype=torch.bool, device=scores.device),
+                       scores[n_p:].detach() > 0])
+    same = label[:, None] == label[None, :]
+    same.fill_diagonal_(False)
+    return noisncl_loss(features, features, same)
+
+
 def _pu_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
               positive: torch.Tensor, unlabeled: torch.Tensor, batches: PUBatches,
               augment, generator: torch.Generator, prior: float, kind: str, beta: float,
-              gamma: float, entropy: float) -> tuple[Objective, EpochInputs]:
-    """A PU risk (uPU, nnPU, dist): the objective (minimised, and the risk reported) and
-    an epoch's inputs, one per batch of P and U."""
+              gamma: float, entropy: float, pairs: float) -> tuple[Objective, EpochInputs]:
+    """A PU risk (uPU, nnPU, dist), plus `pairs` times `pseudo_label_pairs` when above 0:
+    the objective (minimised, and the risk reported) and an epoch's inputs, one per batch
+    of P and U."""
 
     def learn(idx_p: torch.Tensor, idx_u: torch.Tensor, *draws: torch.Tensor):
         rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
         views, = augmented_views(images, rows, augment, [draws])
-        scores = head.score(encoder(views)).float()
+        features = encoder(views)
+        scores = head.score(features).float()
         result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind, beta, gamma,
                          entropy)
+        if pairs > 0:
+            pulled = pseudo_label_pairs(features.float(), scores, len(idx_p))
+            return result.objective + pairs * pulled, result.risk
         return result.objective, result.risk
 
     def epoch():
@@ -112,6 +131,7 @@ def finetune(
     gamma: float = 1.0,
     progress: bool = True,
     entropy: float = 0.0,
+    pairs: float = 0.0,
 ) -> list[float]:
     """Train `encoder` and `head` in place; returns the mean loss (CE) or risk (PU) per epoch.
 
@@ -135,7 +155,7 @@ def finetune(
         batches = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator)
         objective, epoch_inputs = _pu_steps(encoder, head, images, positive, unlabeled,
                                             batches, augment, generator, prior, kind, beta,
-                                            gamma, entropy)
+                                            gamma, entropy, pairs)
 
     @GraphedStep  # one CUDA graph per batch shape on a GPU; a plain call elsewhere
     def learn(*inputs: torch.Tensor) -> torch.Tensor:

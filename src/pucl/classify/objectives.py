@@ -143,7 +143,7 @@ class PURiskObjective(ClassifierObjective):
 
     needs_prior = True
     kind = ""
-    beta, gamma, entropy = 0.0, 1.0, 0.0
+    beta, gamma, entropy, pairs = 0.0, 1.0, 0.0, 0.0
 
     def targets(self, rows, prior):
         if prior is None:
@@ -169,7 +169,7 @@ class PURiskObjective(ClassifierObjective):
                         positive=torch.from_numpy(targets.positive),
                         unlabeled=torch.from_numpy(targets.unlabeled), kind=self.kind,
                         prior=targets.prior, beta=self.beta, gamma=self.gamma,
-                        progress=progress, entropy=self.entropy)
+                        progress=progress, entropy=self.entropy, pairs=self.pairs)
 
 
 @CLASSIFIER_OBJECTIVES.register("nnpu", params=NNPUParams)
@@ -204,6 +204,21 @@ class DistPU(PURiskObjective):
 
     def __init__(self, entropy: float = 0.002):
         self.entropy = entropy
+
+
+class DistPUPairsParams(DistPUParams):
+    pairs: float = Field(0.1, gt=0.0, description="weight of NoiSNCL over rows that share "
+                         "a pseudo-label, while fine-tuning")
+
+
+@CLASSIFIER_OBJECTIVES.register("dist_pu_pairs", params=DistPUPairsParams)
+class DistPUPairs(DistPU):
+    """Dist-PU whose fine-tuning also pulls together the features of rows that share a
+    pseudo-label, with NcPU's noisy-pair robust loss (paper 001 eq. 7): the labelled
+    positives and the rows of U the head calls positive, and the rest of U."""
+
+    def __init__(self, entropy: float = 0.002, pairs: float = 0.1):
+        self.entropy, self.pairs = entropy, pairs
 
 
 @CLASSIFIER_OBJECTIVES.register("method_head")
