@@ -215,10 +215,11 @@ def test_method_head_reads_the_encoder_only():
                       "classifier": {"objective": "method_head", "features": "trunk"}})
 
 
-@pytest.mark.parametrize("kind", ["nnpu", "dist"])
-def test_finetuning_on_a_pu_risk_learns_the_corners_from_p_and_u(kind):
-    """The PU risks fine-tune end to end too: labelled positives are some of the
-    positive images, U all of them, the prior the true one."""
+@pytest.mark.parametrize(("kind", "pairs"), [("nnpu", 0.0), ("dist", 0.0), ("dist", 0.1)])
+def test_finetuning_on_a_pu_risk_learns_the_corners_from_p_and_u(kind, pairs):
+    """The PU risks fine-tune end to end too (dist_pu_pairs: with its pseudo-label pair
+    term): labelled positives are some of the positive images, U all of them, the prior
+    the true one."""
     rng = np.random.default_rng(1)
     x, y = corner_images(1200, rng, patch=120)
     x_test, y_test = corner_images(400, rng, patch=120)
@@ -229,7 +230,8 @@ def test_finetuning_on_a_pu_risk_learns_the_corners_from_p_and_u(kind):
     losses = finetune(encoder, head, x, FinetuneSettings(6, 5e-3, 0.0, 64), IDENTITY,
                       torch.Generator().manual_seed(0), torch.device("cpu"),
                       positive=labelled, unlabeled=torch.arange(len(x)), kind=kind,
-                      prior=float(y.float().mean()), entropy=0.002, progress=False)
+                      prior=float(y.float().mean()), entropy=0.002, pairs=pairs,
+                      progress=False)
     assert len(losses) == 6 and np.isfinite(losses).all() and losses[-1] < losses[0]
     # six short epochs from random weights, with no negative label: well above chance
     after = accuracy(encoder, head, x_test, y_test)
