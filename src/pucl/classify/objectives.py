@@ -207,7 +207,7 @@ class DistPU(PURiskObjective):
 
 
 class DistPUPairsParams(DistPUParams):
-    pairs: float = Field(0.1, gt=0.0, description="weight of NoiSNCL over rows that share "
+    pairs: float = Field(2.0, gt=0.0, description="weight of NoiSNCL over rows that share "
                          "a pseudo-label, while fine-tuning")
 
 
@@ -217,7 +217,7 @@ class DistPUPairs(DistPU):
     pseudo-label, with NcPU's noisy-pair robust loss (paper 001 eq. 7): the labelled
     positives and the rows of U the head calls positive, and the rest of U."""
 
-    def __init__(self, entropy: float = 0.002, pairs: float = 0.1):
+    def __init__(self, entropy: float = 0.002, pairs: float = 2.0):
         self.entropy, self.pairs = entropy, pairs
 
 
