@@ -130,8 +130,7 @@ def finetune(
     beta: float = 0.0,
     gamma: float = 1.0,
     progress: bool = True,
-    entropy: float = 0.0,
-    pairs: float = 0.0,
+    entropy: float = 0.0, pairs: float = 0.0,
 ) -> list[float]:
     """Train `encoder` and `head` in place; returns the mean loss (CE) or risk (PU) per epoch.
 
