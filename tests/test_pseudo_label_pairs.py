@@ -57,3 +57,16 @@ def test_the_gradient_pulls_a_row_towards_its_label_and_not_through_the_targets(
     assert grad[2].abs().sum() == 0  # row 2 has no pair of its label
     # a descent step (minus the gradient) turns row 0 up towards row 1 and row 1 down to 0
     assert grad[0, 1] < 0 and grad[1, 1] > 0
+
+
+@pytest.mark.parametrize(("name", "kind"), [("dist_pu_pairs", "dist"), ("nnpu_pairs", "nnpu")])
+def test_the_pair_objectives_hand_their_weight_and_risk_to_the_fine_tuning(name, kind):
+    """params -> the registry entry -> what finetune() receives: the head's own risk and
+    the pair weight of its settings (the default 2.0, or the one asked for)."""
+    from pucl.classify.objectives import CLASSIFIER_OBJECTIVES
+
+    entry = CLASSIFIER_OBJECTIVES.get(name)
+    assert entry.settings({}, f"classifier.{name}").pairs == 2.0
+    objective = CLASSIFIER_OBJECTIVES.create(name, pairs=0.5)
+    assert (objective.kind, objective.pairs) == (kind, 0.5)
+    assert CLASSIFIER_OBJECTIVES.create(name[:-len("_pairs")]).pairs == 0.0
