@@ -3,7 +3,7 @@
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/honest_rows.py --preset fmnist-i
         [--choose 0 1 2] [--report 3 4 5 6 7] [--variants NAME ...] [--set KEY=VALUE ...]
-        [--out reports/fmnist/honest.csv] [--cache DIR]
+        [--report-set KEY=VALUE ...] [--out reports/fmnist/honest.csv] [--cache DIR]
 
 1. Every candidate variant (the preset's, or --variants; never one given the true
    prior) runs on each --choose seed.
@@ -21,6 +21,10 @@
    there is the headline: mean, std, n seeds, minutes per seed. With --no-refit the
    reported model keeps the validation part out, as the chosen runs did (role
    `report`, the protocol before refitting); the refit rows have role `refit`.
+   --report-set changes the reported runs only (column `report_settings`), for example
+   `--set split.folds=2 classifier.shipped=ensemble --report-set classifier.shipped=refit`:
+   the choice reads the folds' estimates (the same with either shipped model) and the
+   reported model is the one trained on every row, with its own cross-fitted estimate.
 
 The validation estimate describes a model trained without the validation part: the
 summary's `est_abs_miss` and `est_intervals_held` read the runs that have one (the
@@ -111,13 +115,22 @@ def read_rows(out: Path) -> pd.DataFrame:
     return pd.read_csv(out, keep_default_na=False, na_values=[""])
 
 
+def report_settings(rows: pd.DataFrame) -> pd.Series:
+    """Each row's --report-set overrides ("" for none, and for rows written before)."""
+    if "report_settings" not in rows:
+        return pd.Series("", index=rows.index)
+    return rows["report_settings"].fillna("").astype(str)
+
+
 def measured(rows: pd.DataFrame, preset: str, variant: str, settings: str, seed: int,
-             refit: bool = False) -> bool:
+             refit: bool = False, reported: str = "") -> bool:
     """Whether this run is in `rows` already: a refit run and one that held the
-    validation part out (roles choose and report) train different models."""
+    validation part out (roles choose and report) train different models, and a
+    reported run with other --report-set overrides is another run."""
     return bool(((rows["preset"] == preset) & (rows["variant"] == variant)
                  & (rows["settings"] == settings) & (rows["seed"] == seed)
-                 & ((rows["role"] == "refit") == refit)).any())
+                 & ((rows["role"] == "refit") == refit)
+                 & (report_settings(rows) == reported)).any())
 
 
 def choose(rows: pd.DataFrame, preset: str, settings: str, seeds: list[int],
@@ -155,11 +168,14 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     validation estimate fared against the validation rows' hidden labels on every seed
     it ran (mean absolute miss, intervals holding the truth)."""
     out = []
+    reported = report_settings(rows)
     for _, group in rows.groupby(["preset", "settings"], sort=False):
         for role, model in REPORTED_MODEL.items():
-            report = group[group["role"] == role]
-            if not report.empty:
-                out.append({**headline(group, report), "model": model})
+            runs = group[group["role"] == role]
+            for extra in reported[runs.index].unique():
+                report = runs[reported[runs.index] == extra]
+                out.append({**headline(group, report), "model": model,
+                            "report_settings": extra})
     return pd.DataFrame(out)
 
 
@@ -192,6 +208,8 @@ def main() -> None:
                         help="candidates (default: the preset's; 'default' is its default)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="params overrides for every run (values parsed as YAML)")
+    parser.add_argument("--report-set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="params overrides for the reported runs only, after --set")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "fmnist" / "honest.csv")
     parser.add_argument("--cache", type=Path,
                         default=Path(tempfile.gettempdir()) / "pucl-honest-cache")
@@ -203,28 +221,31 @@ def main() -> None:
         parser.error(f"--choose and --report share seeds {sorted(overlap)}: a reported seed "
                      "must take no part in the choice")
     commit = current_commit()
-    settings = " ".join(args.set) or "default"
-    extra = {key: yaml.safe_load(value) for key, value in
-             (item.split("=", 1) for item in args.set)}
+    settings, reported = " ".join(args.set) or "default", " ".join(args.report_set)
+    extra, report_extra = ({key: yaml.safe_load(value) for key, value in
+                            (item.split("=", 1) for item in items)}
+                           for items in (args.set, args.report_set))
     variants = candidates(args.preset, args.variants)
     bar = RunsBar(len(args.choose) * len(variants) + len(args.report), args.preset)
 
     def run(variant: str, seed: int, role: str) -> None:
-        rows = read_rows(args.out)
-        if measured(rows, args.preset, variant, settings, seed, refit=role == "refit"):
+        rows, mine = read_rows(args.out), reported if role != "choose" else ""
+        if measured(rows, args.preset, variant, settings, seed, role == "refit", mine):
             bar.skip()
             return
         where = f"{variant} seed {seed}"
         with bar.running(where):
             measures, scores = run_one({**variants[variant], **extra,
-                                        **(REFIT if role == "refit" else {})}, seed, args.cache)
+                                        **(REFIT if role == "refit" else {}),
+                                        **(report_extra if role != "choose" else {})},
+                                       seed, args.cache)
         if role == "choose" and scores is not None and len(scores):
             kept = scores_path(args.out, args.preset, variant, settings, seed)
             kept.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(kept) as tmp:
                 scores.to_csv(tmp, index=False, float_format="%.6g", compression="gzip")
         row = {"preset": args.preset, "variant": variant, "settings": settings, "seed": seed,
-               "role": role, **measures, "commit": commit}
+               "role": role, "report_settings": mine, **measures, "commit": commit}
         with atomic_path(args.out) as tmp:  # a kill mid-write loses no row
             pd.concat([rows, pd.DataFrame([row])], ignore_index=True).to_csv(
                 tmp, index=False, float_format="%.4f")
@@ -255,7 +276,8 @@ def main() -> None:
     with atomic_path(summary_path(args.out)) as tmp:
         summary.to_csv(tmp, index=False, float_format="%.4f")
     mine = summary[(summary["preset"] == args.preset) & (summary["settings"] == settings)
-                   & (summary["model"] == REPORTED_MODEL[role])].iloc[0]
+                   & (summary["model"] == REPORTED_MODEL[role])
+                   & (summary["report_settings"] == reported)].iloc[0]
     if " " in mine["commit"]:  # resumed across commits: say so, the rows stay
         print(f"note: these rows were measured at commits {mine['commit']}")
     trained = "refit on all of P and U" if args.refit else "validation part held out"

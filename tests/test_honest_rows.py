@@ -156,3 +156,28 @@ def test_scores_are_kept_under_a_name_each_run_owns(honest, tmp_path):
     b = honest.scores_path(out, "fmnist-i", "v", "default", 3)
     assert a.parent == tmp_path / "honest_scores" and a != b
     assert a.name == "fmnist-i__v__prior.heldout.folds_5_x_1__s3.csv.gz"
+
+
+def test_reported_runs_with_other_report_overrides_are_other_runs_and_headlines(honest):
+    """--report-set: the same choice, reported once as the folds' ensemble and once as
+    the model trained on every row; each its own headline, neither taken for the other."""
+    rows = pd.DataFrame([row("a", 0, "choose", 0.9, 0.90, 0.9),
+                         {**refit("a", 3, 0.91), "report_settings": ""},
+                         {**refit("a", 3, 0.93), "report_settings": "classifier.shipped=refit"},
+                         {**refit("a", 4, 0.95), "report_settings": "classifier.shipped=refit"}])
+    assert honest.measured(rows, "p", "a", "default", 3, refit=True)
+    assert honest.measured(rows, "p", "a", "default", 4, True, "classifier.shipped=refit")
+    assert not honest.measured(rows, "p", "a", "default", 4, refit=True)
+    summary = honest.summarise(rows).set_index("report_settings")
+    assert summary.loc["", "accuracy"] == pytest.approx(0.91)
+    assert summary.loc["", "n"] == 1
+    assert summary.loc["classifier.shipped=refit", "accuracy"] == pytest.approx(0.94)
+    assert summary.loc["classifier.shipped=refit", "report_seeds"] == "3 4"
+
+
+def test_rows_written_before_report_overrides_read_as_none(honest):
+    rows = pd.DataFrame([row("a", 0, "choose", 0.9, 0.9, 0.9), refit("a", 3, 0.91)])
+    assert "report_settings" not in rows
+    assert honest.measured(rows, "p", "a", "default", 3, refit=True)
+    assert not honest.measured(rows, "p", "a", "default", 3, True, "classifier.shipped=refit")
+    assert list(honest.summarise(rows)["report_settings"]) == [""]
