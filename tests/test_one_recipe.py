@@ -85,7 +85,7 @@ def test_a_presets_settings_become_the_estimators_parameters(tmp_path):
 def test_the_shipped_presets_recommended_variants_become_estimators():
     i = PUClassifier.from_preset("fmnist-i")
     assert (i.objective, i.finetune_epochs, i.finetune_lr, i.mirror, i.shift) == \
-        ("dist_pu", 30, 0.001, True, 2)
+        ("dist_pu_pairs", 30, 0.001, True, 2)
     ii = PUClassifier.from_preset("fmnist-ii")
     assert (ii.members, ii.epochs, ii.features, ii.neighbours, ii.head_epochs) == \
         (3, 15, "trunk", 10, 20)
