@@ -206,9 +206,15 @@ class DistPU(PURiskObjective):
         self.entropy = entropy
 
 
-class DistPUPairsParams(DistPUParams):
+class PairsParams(EntryParams):
+    """The pair loss's weight, shared by the heads that fine-tune with it."""
+
     pairs: float = Field(2.0, gt=0.0, description="weight of NoiSNCL over rows that share "
                          "a pseudo-label, while fine-tuning")
+
+
+class DistPUPairsParams(DistPUParams, PairsParams):
+    pass
 
 
 @CLASSIFIER_OBJECTIVES.register("dist_pu_pairs", params=DistPUPairsParams)
@@ -221,9 +227,8 @@ class DistPUPairs(DistPU):
         self.entropy, self.pairs = entropy, pairs
 
 
-class NNPUPairsParams(NNPUParams):
-    pairs: float = Field(2.0, gt=0.0, description="weight of NoiSNCL over rows that share "
-                         "a pseudo-label, while fine-tuning")
+class NNPUPairsParams(NNPUParams, PairsParams):
+    pass
 
 
 @CLASSIFIER_OBJECTIVES.register("nnpu_pairs", params=NNPUPairsParams)
