@@ -2,7 +2,7 @@
 (benchmarks/tabular_peers.py), chosen from P and U alone and reported on other tables.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/tabular.py [--choose 0 1 2] [--report 3 4 5]
-        [--threads 2] [--candidates NAME ...] [--out reports/tabular/runs.csv]
+        [--threads 2] [--candidates NAME ...] [--folds 5] [--out reports/tabular/runs.csv]
 
 Tables ship with the installed packages or are drawn by scikit-learn (TABLES): each is
 split 70/30 (stratified, the seed's), standardised on its training part, and a seeded
@@ -11,9 +11,14 @@ estimator's default scenario).
 
 1. choose (seeds --choose): every candidate recipe (CANDIDATES, overrides of today's
    defaults) is fit on the CHOOSE tables (those with 100 labelled positives or more, so
-   that a validation part of 0.2 holds the 20 an estimate needs) with
-   validation_fraction 0.2; the candidate with the highest mean label-free
-   `val_est_accuracy` over those tables and seeds wins. No test label takes part.
+   that a validation part of 0.2 holds the 20 an estimate needs) with --folds
+   cross-fitted folds (validation_folds: every labelled positive and unlabeled row
+   scored out of its fold; --folds 0: a held-out validation_fraction of 0.2, as the
+   first five rounds chose). Each fit's out-of-fold scores go to <out>_scores/. The
+   candidate with the highest mean label-free `val_est_accuracy` leads; the others are
+   paired with it row for row on each table and seed (pucl.reporting.paired_choice,
+   the rule of `pucl compare`): a tie whose candidate costs at most 0.9 of the leader's
+   seconds goes to that cheaper one. No test label takes part.
 2. report (seeds --report, which took no part in the choice): on every table, the
    defaults as they are (`PUClassifier()`), the chosen candidate refit on every row
    (validation_fraction 0), each peer with the prior the chosen candidate estimated, and,
@@ -47,6 +52,7 @@ from tqdm import tqdm
 
 from pucl import PUClassifier
 from pucl.io import atomic_path
+from pucl.reporting.paired_choice import choose_paired
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file
 from _commit import current_commit  # noqa: E402
@@ -136,6 +142,11 @@ CANDIDATES.update({"mask50+dist_pu_ft20+m3": {**_WINNER, "members": 3},
 # holding 0, at three times the cost) and neighbour smoothing (+knn10) were removed
 # again; their rows stay there too (commit 2a3e756). A fifth round, 60 and 100 epochs of
 # fine-tuning (+ft60, +ft100), read lower estimates and was removed (commit edf76c9).
+# Those five rounds read a held-out fifth of the rows; a sixth measures the closest of
+# them again with every row read out of its fold and paired row for row (--folds).
+_PT100 = CANDIDATES["mask50+dist_pu_ft20+pt100"]
+CANDIDATES.update({"mask50+dist_pu_ft60+pt100": {**_PT100, "finetune_epochs": 60},
+                   "mask50+dist_pu_ft20+pt100+m3": {**_PT100, "members": 3}})
 
 
 def pu_rows(table: str, seed: int):
@@ -175,13 +186,33 @@ class Rows:
             self.frame.to_csv(tmp, index=False)
 
 
-def fit_pucl(table: str, seed: int, params: dict, validation: float):
+def validation(folds: int) -> dict:
+    """The choose fits' validation: cross-fitted folds, or (0) a held-out fifth."""
+    return {"validation_folds": folds} if folds else {"validation_fraction": 0.2}
+
+
+def choose_settings(name: str, folds: int) -> str:
+    """A choose row's settings key; the held-out fifth's rows keep their old key."""
+    return json.dumps({**CANDIDATES[name], **({"validation_folds": folds} if folds else {})},
+                      sort_keys=True)
+
+
+def scores_file(out: Path, table: str, seed: int, method: str, folds: int) -> Path:
+    return out.with_name(out.stem + "_scores") / f"{table}__{method}__f{folds}__s{seed}.csv.gz"
+
+
+def fit_pucl(table: str, seed: int, params: dict, validation: dict | None = None,
+             scores_to: Path | None = None):
     x, s, y, x_test, y_test = pu_rows(table, seed)
     start = time.perf_counter()
-    clf = PUClassifier(random_state=seed, progress=False, validation_fraction=validation,
+    clf = PUClassifier(random_state=seed, progress=False, **(validation or {}),
                        **params).fit(x, s)
     seconds = time.perf_counter() - start
     estimates = getattr(clf, "estimates_", {})
+    if scores_to is not None and estimates:
+        scores_to.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(scores_to) as tmp:
+            clf.validation_scores_.to_csv(tmp, index=False, compression="gzip")
     return {"accuracy": float((clf.predict(x_test) == y_test).mean()),
             "prior": float(clf.prior_), "true_prior": float(y.mean()),
             "val_est_accuracy": estimates.get("val_est_accuracy", np.nan),
@@ -208,10 +239,31 @@ def run(rows: Rows, key: dict, fit: Callable[[], dict], commit: str, bar) -> dic
     return found
 
 
-def chosen(frame: pd.DataFrame) -> str:
-    """The candidate with the highest mean validation estimate over the choose rows."""
+def chosen(frame: pd.DataFrame, scores_of: Callable[[str], pd.DataFrame | None] | None = None
+           ) -> str:
+    """The candidate chosen from the choose rows' validation estimates: the highest mean,
+    or with `scores_of` (a scores file -> its rows) the paired rule of `pucl compare`."""
     choose = frame[frame.role == "choose"]
-    return str(choose.groupby("method").val_est_accuracy.mean().idxmax())
+    if scores_of is None:
+        return str(choose.groupby("method").val_est_accuracy.mean().idxmax())
+    table, picked = paired_choice(choose, scores_of)
+    return str(table.method[picked.chosen[0]]) if picked else str(
+        table.method[table.val_est_accuracy.idxmax()])
+
+
+def paired_choice(choose: pd.DataFrame, scores_of: Callable[[str], pd.DataFrame | None]):
+    """(one row per candidate, the PairedChoice over it): each table and seed one paired
+    part, as a seed is in `pucl compare`."""
+    table = choose.groupby("method", sort=False).agg(
+        val_est_accuracy=("val_est_accuracy", "mean"), test_accuracy=("accuracy", "mean"),
+        minutes_per_seed=("seconds", lambda v: v.mean() / 60)).reset_index()
+    runs = choose.assign(**{"base.seed": choose.table + "|" + choose.seed.astype(str),
+                            "run_id": choose.scores, "val_prior": choose.prior})
+    return table, choose_paired(table, runs, ["method"], scores_of)
+
+
+def read_scores(path: str) -> pd.DataFrame | None:
+    return pd.read_csv(path) if isinstance(path, str) and Path(path).exists() else None
 
 
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -232,6 +284,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES),
                         choices=list(CANDIDATES))
+    parser.add_argument("--folds", type=int, default=5,
+                        help="choose with this many cross-fitted folds; 0: a held-out fifth")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "tabular" / "runs.csv")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -244,11 +298,13 @@ def main(argv: list[str] | None = None) -> None:
                 for name in args.candidates:
                     key = {"table": table, "seed": seed, "role": "choose", "method": name,
                            "prior_source": "estimated",
-                           "settings": json.dumps(CANDIDATES[name], sort_keys=True)}
-                    run(rows, key, partial(fit_pucl, table, seed, CANDIDATES[name], 0.2),
-                        commit, bar)
-        best = chosen(rows.frame[rows.frame.method.isin(args.candidates)])
-        tqdm.write(f"chosen by the validation estimate on seeds {args.choose}: {best}")
+                           "settings": choose_settings(name, args.folds)}
+                    scores = scores_file(args.out, table, seed, name, args.folds)
+                    fit = partial(fit_pucl, table, seed, CANDIDATES[name],
+                                  validation(args.folds), scores)
+                    run(rows, key, lambda fit=fit, scores=scores: {
+                        **fit(), "scores": str(scores.relative_to(ROOT))}, commit, bar)
+        best = _choose(rows.frame, args)
         for table in REPORT:
             for seed in args.report:
                 _report_seed(rows, table, seed, best, commit, bar)
@@ -258,19 +314,39 @@ def main(argv: list[str] | None = None) -> None:
     print(frame.to_string(index=False))
 
 
+def _choose(frame: pd.DataFrame, args) -> str:
+    """The candidate chosen on the choose rows of this run's candidates and folds; prints
+    how each stands against the leader."""
+    settings = {choose_settings(name, args.folds) for name in args.candidates}
+    choose = frame[(frame.role == "choose") & frame.method.isin(args.candidates)
+                   & frame.settings.isin(settings) & frame.seed.isin(args.choose)]
+    table, picked = None, None
+    if args.folds and "scores" in choose:
+        choose = choose.assign(scores=[str(ROOT / p) if isinstance(p, str) else ""
+                                       for p in choose.scores])
+        table, picked = paired_choice(choose, read_scores)
+    if picked is None:
+        best = chosen(choose)
+    else:
+        best = str(table.method[picked.chosen[0]])
+        tqdm.write(table.assign(versus_leader=picked.cells).round(4).to_string(index=False))
+    tqdm.write(f"chosen by the validation estimate on seeds {args.choose}: {best}")
+    return best
+
+
 def _report_seed(rows: Rows, table: str, seed: int, best: str, commit: str, bar) -> None:
     def key(method: str, source: str, settings: dict) -> dict:
         return {"table": table, "seed": seed, "role": "report", "method": method,
                 "prior_source": source, "settings": json.dumps(settings, sort_keys=True)}
 
-    run(rows, key("pucl_defaults", "estimated", {}), partial(fit_pucl, table, seed, {}, 0.0),
+    run(rows, key("pucl_defaults", "estimated", {}), partial(fit_pucl, table, seed, {}),
         commit, bar)
     params = CANDIDATES[best]
     mine = run(rows, key(f"pucl:{best}", "estimated", params),
-               partial(fit_pucl, table, seed, params, 0.0), commit, bar)
+               partial(fit_pucl, table, seed, params), commit, bar)
     true_prior = mine["true_prior"]
     run(rows, key(f"pucl:{best}", "true", {**params, "prior": true_prior}),
-        partial(fit_pucl, table, seed, {**params, "prior": true_prior}, 0.0), commit, bar)
+        partial(fit_pucl, table, seed, {**params, "prior": true_prior}), commit, bar)
     for peer in PEERS:
         for source, prior in (("estimated", mine["prior"]), ("true", true_prior)):
             run(rows, key(peer, source, {"prior": round(prior, 6)}),

@@ -169,6 +169,12 @@ def test_the_estimator_says_how_good_it_is_from_p_and_u_alone(tmp_path):
     assert abs(fresh["val_est_accuracy"] - truth) < 0.04
     assert fresh["val_est_accuracy_low"] <= truth <= fresh["val_est_accuracy_high"]
     assert abs(got["val_est_accuracy"] - truth) < 0.06  # 240 held-out rows, not 2,000
+    # the held-out rows, as fit scored them: the model's own scores of those rows of X
+    rows = clf.validation_scores_
+    assert len(rows) == got["val_n_u"] and rows["pu"].sum() == got["val_n_p"]
+    np.testing.assert_array_equal(rows["pu"], s[rows["index"]])
+    np.testing.assert_allclose(rows["score"], clf.predict_proba(x[rows["index"]])[:, 1],
+                               rtol=1e-6)
     # the held-out rows took no part: a fit without them on the same rows differs
     plain = PUClassifier(**FAST).fit(x, s)
     assert not hasattr(plain, "estimates_")
@@ -191,9 +197,20 @@ def test_cross_fitted_estimates_read_every_row_and_the_model_learns_from_all():
     assert (got["val_n_p"], got["val_n_u"], got["val_folds"]) == (s.sum(), len(s), 3)
     assert got["val_est_accuracy_low"] <= got["val_est_accuracy"] <= got[
         "val_est_accuracy_high"]
+    # the rows it read, kept for paired comparisons: every row, scored out of its fold;
+    # the estimate is the paper-free identity acc = 1 - pi - r + 2 pi TPR on them
+    rows = clf.validation_scores_
+    np.testing.assert_array_equal(rows["index"], np.arange(len(s)))
+    np.testing.assert_array_equal(rows["pu"], s)
+    assert rows["in_u"].all()  # case_control: U is every row
+    hit = rows["score"].to_numpy() >= 0.5
+    tpr, r = hit[s == 1].mean(), hit.mean()
+    assert got["val_est_accuracy"] == pytest.approx(1 - clf.prior_ - r + 2 * clf.prior_ * tpr)
     x_new, y_new, _ = tabular_pu(2000, seed=4)
     truth = (clf.predict(x_new) == y_new).mean()
     assert abs(got["val_est_accuracy"] - truth) < 0.05
+    # out of fold: no row's score is the shipped model's (which trained on every row)
+    assert not np.allclose(rows["score"], clf.predict_proba(x)[:, 1])
     plain = PUClassifier(settings=SUBSAMPLED_KM2, **FAST).fit(x, s)
     np.testing.assert_array_equal(plain.predict_proba(x_new), clf.predict_proba(x_new))
     assert set(clf.timings_) == set(plain.timings_) | {"crossfit"}

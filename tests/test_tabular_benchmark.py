@@ -100,6 +100,37 @@ def test_the_choice_reads_only_choose_rows_validation_estimates(bench):
     assert bench.chosen(frame) == "b"  # 0.845 > 0.80; test accuracy plays no part
 
 
+@pytest.mark.parametrize("flipped, expected", [(3, "b"), (300, "a")])
+def test_the_paired_choice_gives_a_tie_to_the_clearly_cheaper_candidate(
+        bench, tmp_path, flipped, expected):
+    """Two candidates scored on the same rows of two tables: `a` leads on the mean
+    estimate; `b` costs half as much. When b disagrees with a on 3 unlabeled rows a table
+    the rows cannot tell them apart and b is chosen; on 300 (a right, b wrong) a is."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for table in ("t1", "t2"):
+        pu = np.r_[np.ones(200, int), np.zeros(1000, int)]
+        y = np.r_[np.ones(200, int), (rng.random(1000) < 0.4).astype(int)]
+        score_a = np.where(y == 1, 0.9, 0.1)
+        score_b = score_a.copy()
+        wrong = rng.choice(np.flatnonzero(pu == 0), flipped, replace=False)
+        score_b[wrong] = 1.0 - score_b[wrong]
+        for method, score, seconds in (("a", score_a, 60.0), ("b", score_b, 30.0)):
+            path = tmp_path / f"{table}_{method}.csv"
+            pd.DataFrame({"index": np.arange(1200), "pu": pu, "in_u": np.ones(1200, bool),
+                          "score": score}).to_csv(path, index=False)
+            rows.append({"table": table, "seed": 0, "role": "choose", "method": method,
+                         "val_est_accuracy": 0.90 if method == "a" else 0.89,
+                         "accuracy": 0.5, "seconds": seconds, "prior": 0.5,
+                         "scores": str(path)})
+    frame = pd.DataFrame(rows)
+    assert bench.chosen(frame) == "a"  # the highest mean alone
+    assert bench.chosen(frame, bench.read_scores) == expected
+    # a table whose rows differ cannot be paired: ranked by the mean estimate, as before
+    frame.loc[frame.method == "b", "prior"] = 0.6
+    assert bench.chosen(frame, bench.read_scores) == "a"
+
+
 def test_scale_slopes_read_the_power_of_the_rows():
     scale = importlib.import_module("benchmarks.tabular_scale")
     rows = np.array([1e4, 1e5, 1e6])

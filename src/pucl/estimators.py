@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from pydantic import ValidationError
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -181,6 +182,13 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         each with `_low` / `_high` (an interval that also covers a prior off by
         evaluate.prior_error), and the held-out counts `val_n_p`, `val_n_u`
         (docs/evaluation.md). `estimate(X, y)` gives the same for rows held out by hand.
+    validation_scores_ : pandas.DataFrame
+        With estimates_: the rows the estimates read, one per row, as the pipeline's
+        validation_scores.csv: `index` (the row of X), `pu` (1 = labelled), `in_u` (in
+        the unlabeled sample), `score` (P(y = 1 | x) from a model that never saw the
+        row). Two fits on the same rows, seed and prior pair them row for row
+        (pucl.evaluation.paired), far more tightly than their estimates side by side.
+        Not kept by `save`.
     """
 
     def __init__(self, prior: str | float = _PRIOR.method, loss: str = _PRETRAIN.loss,
@@ -425,10 +433,12 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.recipe_, self.members_ = fitted.recipe, fitted.members
         self.model_, self.head_ = self.members_[0]
         if held.any():
-            self.estimates_ = self._estimates(self._scores(x[held]), s[held])
+            self.estimates_ = self._validate(np.flatnonzero(held), self._scores(x[held]),
+                                             s[held])
         elif fitted.out_of_fold is not None:
-            self.estimates_ = {**self._estimates(fitted.out_of_fold, labelled_fit.astype(
-                np.int64)), "val_folds": folds}
+            self.estimates_ = {**self._validate(np.flatnonzero(train), fitted.out_of_fold,
+                                                labelled_fit.astype(np.int64)),
+                               "val_folds": folds}
         return self
 
     def estimate(self, X: Any, y: Any) -> dict[str, float]:
@@ -442,6 +452,15 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"y must hold one PU label per row of X ({len(x)}), each one of "
                              f"the labels fit saw ({self.classes_.tolist()})")
         return self._estimates(self._scores(x), (y == self.classes_[1]).astype(np.int64))
+
+    def _validate(self, index: np.ndarray, scores: np.ndarray, s: np.ndarray
+                  ) -> dict[str, float]:
+        """The estimates of the validation rows (rows `index` of X), keeping their scores
+        as the pipeline's validation_scores.csv does, for paired comparisons."""
+        self.validation_scores_ = pd.DataFrame({
+            "index": index, "pu": s, "in_u": unlabeled_rows(s == 1, self.scenario),
+            "score": scores})
+        return self._estimates(scores, s)
 
     def _estimates(self, scores: np.ndarray, s: np.ndarray) -> dict[str, float]:
         labelled = s == 1
