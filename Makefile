@@ -41,11 +41,12 @@ run: $(STAMP)  ## install, then run the whole pipeline on the embedded data
 # Tests run in parallel, one worker per core. A test file runs whole on one worker, so its
 # module-scoped fixtures (a finished project, a Prefect server) are built once; files go
 # out longest first (tests/conftest.py: SLOWEST_FIRST), not by xdist's count of tests.
-# PYTEST_WORKERS=0 runs everything in one process. The log ends with the 15 slowest tests,
-# so a CI run shows where the suite's time went.
+# PYTEST_WORKERS=0 runs everything in one process. The log ends with the DURATIONS slowest
+# tests (15; DURATIONS=0: all), so a CI run shows where the suite's time went.
 PYTEST_WORKERS ?= auto
+DURATIONS ?= 15
 PYTEST = $(VENV)/bin/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-	--durations=15
+	--durations=$(DURATIONS)
 
 test: lint  ## install, then lint (ruff, import layers) and run the fast test suite
 	$(PYTEST)
