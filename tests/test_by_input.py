@@ -9,7 +9,7 @@ from pucl.recipe.by_input import for_inputs
 
 
 @pytest.mark.parametrize("shape, pretrain_epochs, objective, epochs", [
-    ((12,), 100, "dist_pu", 20),       # feature rows: the tabular benchmark's choice
+    ((12,), 100, "dist_pu", 60),       # feature rows: the tabular benchmark's choice
     ((28, 28), 50, "pupl_ce", 0),      # greyscale images: the paper's recipe, as before
     ((3, 32, 32), 50, "pupl_ce", 0),
 ])
@@ -20,10 +20,12 @@ def test_auto_takes_the_recipe_of_the_input_kind(shape, pretrain_epochs, objecti
     assert for_inputs(recipe, shape) == recipe  # deciding twice changes nothing
 
 
-@pytest.mark.parametrize("rows, epochs", [(None, 100), (3_000, 100), (50_000, 100),
-                                          (50_001, 50), (1_000_000, 50)])
-def test_large_feature_tables_pretrain_fewer_epochs(rows, epochs):
-    assert for_inputs(Recipe(), (32,), rows).pretrain.epochs == epochs
+@pytest.mark.parametrize("rows, epochs, finetune", [
+    (None, 100, 60), (3_000, 100, 60), (50_000, 100, 60), (50_001, 50, 20),
+    (1_000_000, 50, 20)])
+def test_large_feature_tables_pretrain_and_fine_tune_fewer_epochs(rows, epochs, finetune):
+    decided = for_inputs(Recipe(), (32,), rows)
+    assert (decided.pretrain.epochs, decided.classifier.finetune_epochs) == (epochs, finetune)
     assert for_inputs(Recipe(), (28, 28), rows).pretrain.epochs == 50  # images: always 50
     given = Recipe.from_settings({"pretrain.epochs": 100})
     assert for_inputs(given, (32,), rows).pretrain.epochs == 100  # a given value is kept
@@ -33,7 +35,7 @@ def test_a_given_setting_is_kept_whatever_the_input():
     given = Recipe.from_settings({"classifier.objective": "nnpu"})
     decided = for_inputs(given, (12,))
     assert decided.classifier.objective == "nnpu"
-    assert decided.classifier.finetune_epochs == 20  # the other one was left at auto
+    assert decided.classifier.finetune_epochs == 60  # the other one was left at auto
     fixed = Recipe.from_settings({"classifier.finetune_epochs": 3, "pretrain.epochs": 7})
     assert for_inputs(fixed, (28, 28)).classifier.finetune_epochs == 3
     assert for_inputs(fixed, (12,)).pretrain.epochs == 7

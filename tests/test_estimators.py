@@ -91,7 +91,7 @@ def test_pu_classifier_learns_tabular_data_from_positives_and_unlabeled_rows():
     # feature rows take the tabular recipe (pucl.recipe.by_input): a Dist-PU head,
     # fine-tuned, which reads no pseudo-labels, so no PUPL step ran
     assert (clf.recipe_.classifier.objective, clf.recipe_.classifier.finetune_epochs) == \
-        ("dist_pu", 20)
+        ("dist_pu", 60)
     assert clf.recipe_.pretrain.epochs == 3  # given, so not auto's 100
     assert set(clf.timings_) == {"prior", "pretrain", "classifier"}
     assert all(seconds > 0 for seconds in clf.timings_.values())

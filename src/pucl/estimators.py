@@ -103,7 +103,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         dist_pu, dist_pu_pairs, nnpu_pairs, naive_ce), its schedule, what it reads
         (encoder | trunk), end-to-end fine-tuning (0 epochs: frozen) and neighbour
         smoothing (0: off). `objective` and `finetune_epochs` default to auto, decided by
-        the input (pucl.recipe.by_input): for feature rows a Dist-PU head fine-tuned 20
+        the input (pucl.recipe.by_input): for feature rows a Dist-PU head fine-tuned 60
         epochs, for images a PUPL cross-entropy head on the frozen encoder
         (reports/tabular).
     mirror : bool, default=False

@@ -190,7 +190,7 @@ class ClassifierParams(MethodSection):
     # 256-d features before its fully connected layers; other encoders have none).
     features: Literal["encoder", "trunk"] = "encoder"
     # Fine-tune the whole network after the head: 0 keeps the encoder frozen; auto: by the
-    # kind of input (pucl.recipe.by_input: 0 for images, 20 for feature rows)
+    # kind of input (pucl.recipe.by_input: 0 for images, 60 for feature rows)
     finetune_epochs: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
         "auto", description="epochs of end-to-end fine-tuning (auto: 0 for images, 20 for "
         "feature rows)")
