@@ -218,8 +218,8 @@ def test_method_head_reads_the_encoder_only():
 @pytest.mark.parametrize(("kind", "pairs"), [("nnpu", 0.0), ("dist", 0.0), ("dist", 0.1),
                                            ("nnpu", 0.1)])
 def test_finetuning_on_a_pu_risk_learns_the_corners_from_p_and_u(kind, pairs):
-    """The PU risks fine-tune end to end too (dist_pu_pairs, nnpu_pairs: with the
-    pseudo-label pair term): labelled positives are some of the positive images, U all
+    """The PU risks fine-tune end to end too (with the pseudo-label pair term, as
+    dist_pu_pairs asks, on either risk): labelled positives are some of the positive images, U all
     of them, the prior the true one."""
     rng = np.random.default_rng(1)
     x, y = corner_images(1200, rng, patch=120)

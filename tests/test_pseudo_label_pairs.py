@@ -59,7 +59,7 @@ def test_the_gradient_pulls_a_row_towards_its_label_and_not_through_the_targets(
     assert grad[0, 1] < 0 and grad[1, 1] > 0
 
 
-@pytest.mark.parametrize(("name", "kind"), [("dist_pu_pairs", "dist"), ("nnpu_pairs", "nnpu")])
+@pytest.mark.parametrize(("name", "kind"), [("dist_pu_pairs", "dist")])
 def test_the_pair_objectives_hand_their_weight_and_risk_to_the_fine_tuning(name, kind):
     """params -> the registry entry -> what finetune() receives: the head's own risk and
     the pair weight of its settings (the default 2.0, or the one asked for)."""

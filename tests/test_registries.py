@@ -86,7 +86,7 @@ def test_every_registry_lists_the_methods_named_in_params_yaml_comments():
     assert methods["pseudo-labeller"] == ["auto", "prior_rank", "pu_kmeans"]
     assert methods["pretraining method"] == ["contrastive", "ncpu", "ssc"]
     assert set(methods["classifier objective"]) == {"pupl_ce", "nnpu", "upu", "dist_pu",
-                                                    "dist_pu_pairs", "nnpu_pairs", "naive_ce",
+                                                    "dist_pu_pairs", "naive_ce",
                                                     "method_head"}
     assert {"pucl", "punce", "sscl"} <= set(methods["contrastive loss"])
     assert CONTRASTIVE_LOSSES.names(tag="needs_prior") == ["dcl", "punce"]
@@ -196,8 +196,7 @@ def test_pseudo_labellers_refuse_labels_other_than_0_and_1(name):
 def test_classifier_objectives_say_what_they_need(name):
     objective = CLASSIFIER_OBJECTIVES.create(name)
     assert isinstance(objective, ClassifierObjective)
-    assert objective.needs_prior == (name in ("nnpu", "upu", "dist_pu", "dist_pu_pairs",
-                                                 "nnpu_pairs"))
+    assert objective.needs_prior == (name in ("nnpu", "upu", "dist_pu", "dist_pu_pairs"))
     assert objective.reads_pseudo_labels == (name == "pupl_ce")
     assert objective.trains == (name != "method_head")
 

@@ -100,7 +100,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         for clothes or natural images.
     objective, head_epochs, head_lr, features, finetune_epochs, finetune_lr, neighbours
         The classifier (classifier.*): what the head learns from (pupl_ce, nnpu, upu,
-        dist_pu, dist_pu_pairs, nnpu_pairs, naive_ce), its schedule, what it reads
+        dist_pu, dist_pu_pairs, naive_ce), its schedule, what it reads
         (encoder | trunk), end-to-end fine-tuning (0 epochs: frozen) and neighbour
         smoothing (0: off). `objective` and `finetune_epochs` default to auto, decided by
         the input (pucl.recipe.by_input): for feature rows a Dist-PU head fine-tuned 60

@@ -227,19 +227,6 @@ class DistPUPairs(DistPU):
         self.entropy, self.pairs = entropy, pairs
 
 
-class NNPUPairsParams(NNPUParams, PairsParams):
-    pass
-
-
-@CLASSIFIER_OBJECTIVES.register("nnpu_pairs", params=NNPUPairsParams)
-class NNPUPairs(NNPU):
-    """nnPU whose fine-tuning also pulls together the features of rows that share a
-    pseudo-label, as `dist_pu_pairs` does for Dist-PU."""
-
-    def __init__(self, beta: float = 0.0, gamma: float = 1.0, pairs: float = 2.0):
-        self.beta, self.gamma, self.pairs = beta, gamma, pairs
-
-
 @CLASSIFIER_OBJECTIVES.register("method_head")
 class MethodHead(ClassifierObjective):
     """The classifier NcPU or SSC trained together with the encoder."""
