@@ -223,6 +223,9 @@ def test_cross_fitted_estimates_read_every_row_and_the_model_learns_from_all():
         vars(one).update({**vars(ensemble), "members_": [member]})
     np.testing.assert_allclose(ensemble.predict_proba(x_new), np.mean(
         [one.predict_proba(x_new) for one in folds], axis=0), atol=1e-6)
+    # a refit without validation keeps no estimate of the earlier fit
+    refit = clf.set_params(validation_folds=0).fit(x, s)
+    assert not hasattr(refit, "estimates_") and not hasattr(refit, "validation_scores_")
     with pytest.raises(ValueError, match="validation_folds = 1 leaves no row out"):
         PUClassifier(validation_folds=1, **FAST).fit(x, s)
     with pytest.raises(ValueError, match="validation_fraction = 0.2 would hold rows out"):

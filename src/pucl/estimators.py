@@ -432,6 +432,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             self.pseudo_labels_ = fitted.pseudo_labels
         self.recipe_, self.members_ = fitted.recipe, fitted.members
         self.model_, self.head_ = self.members_[0]
+        for stale in ("estimates_", "validation_scores_"):  # from an earlier fit
+            vars(self).pop(stale, None)
         if held.any():
             self.estimates_ = self._validate(np.flatnonzero(held), self._scores(x[held]),
                                              s[held])
