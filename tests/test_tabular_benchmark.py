@@ -138,3 +138,12 @@ def test_scale_slopes_read_the_power_of_the_rows():
                           "seconds": np.r_[2e-3 * rows, 1e-6 * rows ** 2]})
     found = scale.slopes(frame).set_index(["step", "to_rows"]).slope
     assert found.loc["a"].tolist() == [1.0, 1.0] and found.loc["b"].tolist() == [2.0, 2.0]
+
+
+def test_a_candidate_is_the_defaults_only_when_it_builds_the_same_model(bench):
+    # the defaults' report row reuses the chosen candidate's fit only when both resolve
+    # to one recipe; a candidate one setting away is fit on its own
+    defaults = {"epochs": "auto", "finetune_epochs": "auto"}
+    assert bench.same_recipe(defaults, {}, "breast_cancer", 0)
+    assert not bench.same_recipe({"finetune_epochs": 7}, {}, "breast_cancer", 0)
+    assert not bench.same_recipe({}, {"epochs": 3}, "breast_cancer", 0)
