@@ -253,16 +253,20 @@ def run(rows: Rows, key: dict, fit: Callable[[], dict], commit: str, bar) -> dic
     return found
 
 
-def chosen(frame: pd.DataFrame, scores_of: Callable[[str], pd.DataFrame | None] | None = None
-           ) -> str:
+def chosen(frame: pd.DataFrame, scores_of: Callable[[str], pd.DataFrame | None] | None = None,
+           show: Callable[[str], None] | None = None) -> str:
     """The candidate chosen from the choose rows' validation estimates: the highest mean,
-    or with `scores_of` (a scores file -> its rows) the paired rule of `pucl compare`."""
+    or with `scores_of` (a scores file -> its rows) the paired rule of `pucl compare`,
+    whose table of each candidate against the leader goes to `show`."""
     choose = frame[frame.role == "choose"]
     if scores_of is None:
         return str(choose.groupby("method").val_est_accuracy.mean().idxmax())
     table, picked = paired_choice(choose, scores_of)
-    return str(table.method[picked.chosen[0]]) if picked else str(
-        table.method[table.val_est_accuracy.idxmax()])
+    if picked is None:
+        return str(table.method[table.val_est_accuracy.idxmax()])
+    if show is not None:
+        show(table.assign(versus_leader=picked.cells).round(4).to_string(index=False))
+    return str(table.method[picked.chosen[0]])
 
 
 def paired_choice(choose: pd.DataFrame, scores_of: Callable[[str], pd.DataFrame | None]):
@@ -334,16 +338,12 @@ def _choose(frame: pd.DataFrame, args) -> str:
     settings = {choose_settings(name, args.folds) for name in args.candidates}
     choose = frame[(frame.role == "choose") & frame.method.isin(args.candidates)
                    & frame.settings.isin(settings) & frame.seed.isin(args.choose)]
-    table, picked = None, None
     if args.folds and "scores" in choose:
         choose = choose.assign(scores=[str(ROOT / p) if isinstance(p, str) else ""
                                        for p in choose.scores])
-        table, picked = paired_choice(choose, read_scores)
-    if picked is None:
-        best = chosen(choose)
+        best = chosen(choose, read_scores, show=tqdm.write)
     else:
-        best = str(table.method[picked.chosen[0]])
-        tqdm.write(table.assign(versus_leader=picked.cells).round(4).to_string(index=False))
+        best = chosen(choose)
     tqdm.write(f"chosen by the validation estimate on seeds {args.choose}: {best}")
     return best
 
