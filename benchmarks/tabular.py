@@ -299,6 +299,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--choose", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--report", type=int, nargs="*", default=[3, 4, 5],
                         help="seeds to report on (none: choose only)")
+    parser.add_argument("--report-tables", nargs="+", default=REPORT, choices=REPORT,
+                        help="tables to report on (the choice reads every choose table)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--candidates", nargs="+", default=list(CANDIDATES),
                         choices=list(CANDIDATES))
@@ -309,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     rows, commit = Rows(args.out), current_commit()
     n_choose = len(CHOOSE) * len(args.choose) * len(args.candidates)
-    n_report = len(REPORT) * len(args.report) * (3 + 2 * len(PEERS))
+    n_report = len(args.report_tables) * len(args.report) * (3 + 2 * len(PEERS))
     with tqdm(total=n_choose + n_report, unit="fit", desc="tabular") as bar:
         for table in CHOOSE:
             for seed in args.choose:
@@ -323,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
                     run(rows, key, lambda fit=fit, scores=scores: {
                         **fit(), "scores": str(scores.relative_to(ROOT))}, commit, bar)
         best = _choose(rows.frame, args)
-        for table in REPORT:
+        for table in args.report_tables:
             for seed in args.report:
                 _report_seed(rows, table, seed, best, commit, bar)
     frame = summary(rows.frame)
