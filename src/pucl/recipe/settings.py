@@ -192,8 +192,8 @@ class ClassifierParams(MethodSection):
     # Fine-tune the whole network after the head: 0 keeps the encoder frozen; auto: by the
     # kind of input (pucl.recipe.by_input: 0 for images, 60 for feature rows)
     finetune_epochs: Annotated[int, Field(ge=0)] | Literal["auto"] = Field(
-        "auto", description="epochs of end-to-end fine-tuning (auto: 0 for images, 20 for "
-        "feature rows)")
+        "auto", description="epochs of end-to-end fine-tuning (auto: 0 for images, 60 for "
+        "feature rows, 20 over 50,000 rows)")
     finetune_lr: float = Field(5e-4, gt=0.0, description="fine-tuning learning rate")
     # Neighbour smoothing (pucl.classify.neighbours): a row's score becomes the mean of its
     # own and its k nearest training rows' scores. 0 keeps the head's own score.
