@@ -157,12 +157,6 @@ _FT60 = CANDIDATES["mask50+dist_pu_ft60+pt100"]
 for _name, _decay in (("wd1e-3", 1e-3), ("wd5e-3", 5e-3)):
     CANDIDATES[f"mask50+dist_pu_ft60+pt100+{_name}"] = {
         **_FT60, "settings": {"classifier.weight_decay": _decay}}
-# ... and Dist-PU's own second phase, mixup on its pseudo-labels (dist_pu_mixup), at weight
-# 1.0: the authors' 5.0 folded U into the positive class at pucl's fine-tuning rate on
-# both choose tables tried (docs/classifiers.md).
-CANDIDATES["mask50+dist_pu_ft60+pt100+mix1"] = {
-    **_FT60, "objective": "dist_pu_mixup",
-    "settings": {"classifier.dist_pu_mixup.mixup": 1.0}}
 
 
 def pu_rows(table: str, seed: int):

@@ -18,7 +18,6 @@ import torch
 from torch import nn
 
 from pucl.classify.linear import LinearHead, PUBatches
-from pucl.classify.mixup import Mixup, beta_draws, mixup_term
 from pucl.classify.pu_risk import PU_RISKS, pu_risk
 from pucl.data.augment import augmented_views, view_draws
 from pucl.losses.noncontrastive import noisncl_loss
@@ -79,44 +78,29 @@ def pseudo_label_pairs(features: torch.Tensor, scores: torch.Tensor, n_p: int
 def _pu_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
               positive: torch.Tensor, unlabeled: torch.Tensor, batches: PUBatches,
               augment, generator: torch.Generator, prior: float, kind: str, beta: float,
-              gamma: float, entropy: float, pairs: float, mixup: Mixup | None
-              ) -> tuple[Objective, EpochInputs]:
-    """A PU risk (uPU, nnPU, dist), plus `pairs` times `pseudo_label_pairs` when above 0
-    and Dist-PU's mixup term when `mixup` is given: the objective (minimised, and the risk
-    reported) and an epoch's inputs, one per batch of P and U."""
-    n_mix = 2 if mixup is not None else 0  # a batch's mixing inputs: perm and lam
+              gamma: float, entropy: float, pairs: float) -> tuple[Objective, EpochInputs]:
+    """A PU risk (uPU, nnPU, dist), plus `pairs` times `pseudo_label_pairs` when above 0:
+    the objective (minimised, and the risk reported) and an epoch's inputs, one per batch
+    of P and U."""
 
-    def score(views: torch.Tensor) -> torch.Tensor:
-        return head.score(encoder(views)).float()
-
-    def learn(idx_p: torch.Tensor, idx_u: torch.Tensor, *inputs: torch.Tensor):
-        mix, draws = inputs[:n_mix], inputs[n_mix:]
+    def learn(idx_p: torch.Tensor, idx_u: torch.Tensor, *draws: torch.Tensor):
         rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
         views, = augmented_views(images, rows, augment, [draws])
         features = encoder(views)
         scores = head.score(features).float()
         result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind, beta, gamma,
                          entropy)
-        objective = result.objective
         if pairs > 0:
-            objective = objective + pairs * pseudo_label_pairs(features.float(), scores,
-                                                               len(idx_p))
-        if mixup is not None:
-            objective = objective + mixup_term(score, views, scores, len(idx_p), *mix, mixup)
-        return objective, result.risk
+            pulled = pseudo_label_pairs(features.float(), scores, len(idx_p))
+            return result.objective + pairs * pulled, result.risk
+        return result.objective, result.risk
 
     def epoch():
-        lams = iter(beta_draws(mixup.alpha, batches.n_batches, generator)
-                    if mixup is not None else ())
         for idx_p, idx_u in batches.epoch():
-            n = len(idx_p) + len(idx_u)
-            mix = (() if mixup is None else
-                   (torch.randperm(n, generator=generator, device=generator.device),
-                    next(lams).to(generator.device)))
             if len(idx_u) < 2:  # a BatchNorm step needs two rows
                 continue
-            draws, = view_draws(augment, images, n, generator)
-            yield (idx_p, idx_u, *mix, *draws)
+            draws, = view_draws(augment, images, len(idx_p) + len(idx_u), generator)
+            yield (idx_p, idx_u, *draws)
 
     return learn, epoch
 
@@ -146,7 +130,7 @@ def finetune(
     beta: float = 0.0,
     gamma: float = 1.0,
     progress: bool = True,
-    entropy: float = 0.0, pairs: float = 0.0, mixup: Mixup | None = None,
+    entropy: float = 0.0, pairs: float = 0.0,
 ) -> list[float]:
     """Train `encoder` and `head` in place; returns the mean loss (CE) or risk (PU) per epoch.
 
@@ -170,7 +154,7 @@ def finetune(
         batches = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator)
         objective, epoch_inputs = _pu_steps(encoder, head, images, positive, unlabeled,
                                             batches, augment, generator, prior, kind, beta,
-                                            gamma, entropy, pairs, mixup)
+                                            gamma, entropy, pairs)
 
     @GraphedStep  # one CUDA graph per batch shape on a GPU; a plain call elsewhere
     def learn(*inputs: torch.Tensor) -> torch.Tensor:

@@ -84,10 +84,6 @@ class PUBatches:
         self.generator = generator
         self._p_order, self._p_next = epoch_order(n_p, generator), 0
 
-    @property
-    def n_batches(self) -> int:
-        return -(-self.n_u // self.batch)
-
     def epoch(self):
         order = epoch_order(self.n_u, self.generator)
         for start in range(0, self.n_u, self.batch):

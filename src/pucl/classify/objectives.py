@@ -17,7 +17,6 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from pucl.classify.mixup import Mixup
 from pucl.errors import DataError
 from pucl.registry import EntryParams, Registry
 
@@ -145,7 +144,6 @@ class PURiskObjective(ClassifierObjective):
     needs_prior = True
     kind = ""
     beta, gamma, entropy, pairs = 0.0, 1.0, 0.0, 0.0
-    mixup: Mixup | None = None
 
     def targets(self, rows, prior):
         if prior is None:
@@ -171,8 +169,7 @@ class PURiskObjective(ClassifierObjective):
                         positive=torch.from_numpy(targets.positive),
                         unlabeled=torch.from_numpy(targets.unlabeled), kind=self.kind,
                         prior=targets.prior, beta=self.beta, gamma=self.gamma,
-                        progress=progress, entropy=self.entropy, pairs=self.pairs,
-                        mixup=self.mixup)
+                        progress=progress, entropy=self.entropy, pairs=self.pairs)
 
 
 @CLASSIFIER_OBJECTIVES.register("nnpu", params=NNPUParams)
@@ -201,7 +198,7 @@ class DistPUParams(EntryParams):
 class DistPU(PURiskObjective):
     """Dist-PU's label-distribution alignment (Zhao et al. 2022): the labelled positives'
     mean score to 1, U's to the class prior, and U's scores away from 0.5 (its entropy
-    minimisation; their later mixup phase is `dist_pu_mixup`)."""
+    minimisation; the authors' later mixup phase is not part of it)."""
 
     kind = "dist"
 
@@ -228,27 +225,6 @@ class DistPUPairs(DistPU):
 
     def __init__(self, entropy: float = 0.002, pairs: float = 2.0):
         self.entropy, self.pairs = entropy, pairs
-
-
-class DistPUMixupParams(DistPUParams):
-    mixup: float = Field(5.0, gt=0.0, description="weight of the cross-entropy of mixed "
-                         "rows to their mixed pseudo-labels, while fine-tuning (the "
-                         "authors' 5.0)")
-    mixup_alpha: float = Field(6.0, gt=0.0, description="Beta(alpha, alpha) of the mixing "
-                               "weight (the authors' 6.0)")
-    mixup_entropy: float = Field(0.04, ge=0.0, description="weight of the mixed scores' "
-                                 "entropy (the authors' 0.04)")
-
-
-@CLASSIFIER_OBJECTIVES.register("dist_pu_mixup", params=DistPUMixupParams)
-class DistPUMixup(DistPU):
-    """Dist-PU with its authors' mixup phase while fine-tuning (pucl.classify.mixup):
-    mixed pairs of rows learn the same mixture of their soft pseudo-labels."""
-
-    def __init__(self, entropy: float = 0.002, mixup: float = 5.0, mixup_alpha: float = 6.0,
-                 mixup_entropy: float = 0.04):
-        self.entropy = entropy
-        self.mixup = Mixup(mixup, mixup_alpha, mixup_entropy)
 
 
 @CLASSIFIER_OBJECTIVES.register("method_head")

@@ -176,8 +176,7 @@ class ClassifierParams(MethodSection):
     # on labelled P vs U; nnpu's settings in classifier.nnpu); naive_ce (U as negative);
     # method_head (the classifier a whole training method learned: pretrain.method ncpu, ssc);
     # dist_pu (Dist-PU's label-distribution alignment); dist_pu_pairs: the same head with
-    # NcPU's pair loss while fine-tuning; dist_pu_mixup: with the authors' mixup while
-    # fine-tuning; auto: by the kind of input
+    # NcPU's pair loss while fine-tuning; auto: by the kind of input
     # (pucl.recipe.by_input: pupl_ce for images, dist_pu for feature rows)
     objective: str = "auto"
     # nnpu / upu: the estimate_prior stage's value, the true prior of U (oracle,
