@@ -8,24 +8,29 @@ from pucl.recipe import Recipe
 from pucl.recipe.by_input import for_inputs
 
 
-@pytest.mark.parametrize("shape, pretrain_epochs, objective, epochs", [
-    ((12,), 100, "dist_pu", 60),       # feature rows: the tabular benchmark's choice
-    ((28, 28), 50, "pupl_ce", 0),      # greyscale images: the paper's recipe, as before
-    ((3, 32, 32), 50, "pupl_ce", 0),
+@pytest.mark.parametrize("shape, pretrain_epochs, objective, epochs, decay", [
+    ((12,), 100, "dist_pu", 60, 5e-3),       # feature rows: the tabular benchmark's choice
+    ((28, 28), 50, "pupl_ce", 0, 1e-4),      # greyscale images: the paper's recipe, as before
+    ((3, 32, 32), 50, "pupl_ce", 0, 1e-4),
 ])
-def test_auto_takes_the_recipe_of_the_input_kind(shape, pretrain_epochs, objective, epochs):
+def test_auto_takes_the_recipe_of_the_input_kind(shape, pretrain_epochs, objective, epochs,
+                                                 decay):
     recipe = for_inputs(Recipe(), shape)
     assert (recipe.pretrain.epochs, recipe.classifier.objective,
-            recipe.classifier.finetune_epochs) == (pretrain_epochs, objective, epochs)
+            recipe.classifier.finetune_epochs, recipe.classifier.weight_decay) == \
+        (pretrain_epochs, objective, epochs, decay)
     assert for_inputs(recipe, shape) == recipe  # deciding twice changes nothing
 
 
-@pytest.mark.parametrize("rows, epochs, finetune", [
-    (None, 100, 60), (3_000, 100, 60), (50_000, 100, 60), (50_001, 50, 20),
-    (1_000_000, 50, 20)])
-def test_large_feature_tables_pretrain_and_fine_tune_fewer_epochs(rows, epochs, finetune):
+@pytest.mark.parametrize("rows, epochs, finetune, decay", [
+    (None, 100, 60, 5e-3), (3_000, 100, 60, 5e-3), (50_000, 100, 60, 5e-3),
+    (50_001, 50, 20, 1e-4), (1_000_000, 50, 20, 1e-4)])
+def test_large_feature_tables_pretrain_and_fine_tune_fewer_epochs(rows, epochs, finetune,
+                                                                  decay):
+    # ... and keep the weight decay measured at that size
     decided = for_inputs(Recipe(), (32,), rows)
-    assert (decided.pretrain.epochs, decided.classifier.finetune_epochs) == (epochs, finetune)
+    assert (decided.pretrain.epochs, decided.classifier.finetune_epochs,
+            decided.classifier.weight_decay) == (epochs, finetune, decay)
     assert for_inputs(Recipe(), (28, 28), rows).pretrain.epochs == 50  # images: always 50
     given = Recipe.from_settings({"pretrain.epochs": 100})
     assert for_inputs(given, (32,), rows).pretrain.epochs == 100  # a given value is kept
@@ -36,8 +41,10 @@ def test_a_given_setting_is_kept_whatever_the_input():
     decided = for_inputs(given, (12,))
     assert decided.classifier.objective == "nnpu"
     assert decided.classifier.finetune_epochs == 60  # the other one was left at auto
-    fixed = Recipe.from_settings({"classifier.finetune_epochs": 3, "pretrain.epochs": 7})
+    fixed = Recipe.from_settings({"classifier.finetune_epochs": 3, "pretrain.epochs": 7,
+                                  "classifier.weight_decay": 0.0})
     assert for_inputs(fixed, (28, 28)).classifier.finetune_epochs == 3
+    assert for_inputs(fixed, (12,)).classifier.weight_decay == 0.0
     assert for_inputs(fixed, (12,)).pretrain.epochs == 7
 
 

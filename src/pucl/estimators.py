@@ -103,8 +103,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         dist_pu, dist_pu_pairs, naive_ce), its schedule, what it reads
         (encoder | trunk), end-to-end fine-tuning (0 epochs: frozen) and neighbour
         smoothing (0: off). `objective` and `finetune_epochs` default to auto, decided by
-        the input (pucl.recipe.by_input): for feature rows a Dist-PU head fine-tuned 60
-        epochs, for images a PUPL cross-entropy head on the frozen encoder
+        the input (pucl.recipe.by_input), as is the head's weight decay
+        (settings={"classifier.weight_decay": ...}): for feature rows a Dist-PU head
+        fine-tuned 60 epochs at 5e-3, for images a PUPL cross-entropy head on the frozen encoder
         (reports/tabular).
     mirror : bool, default=False
         Images only: average each row's score with its mirror image's (evaluate.tta).

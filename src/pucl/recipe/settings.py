@@ -184,7 +184,10 @@ class ClassifierParams(MethodSection):
     prior: Literal["estimate", "oracle"] | float = "estimate"
     epochs: int = Field(100, ge=1)
     lr: float = Field(1e-2, gt=0.0)
-    weight_decay: float = Field(1e-4, ge=0.0)
+    # the head's and the fine-tuning's; auto: by the kind of input (pucl.recipe.by_input)
+    weight_decay: Annotated[float, Field(ge=0.0)] | Literal["auto"] = Field(
+        "auto", description="weight decay of the head and of fine-tuning (auto: 1e-4 for "
+        "images, 5e-3 for feature rows, 1e-4 over 50,000 rows)")
     batch_size: int = Field(256, ge=1)
     # What the head reads: the encoder's output, or its convolutional trunk (LeNet-5's
     # 256-d features before its fully connected layers; other encoders have none).
