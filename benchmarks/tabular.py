@@ -2,7 +2,8 @@
 (benchmarks/tabular_peers.py), chosen from P and U alone and reported on other tables.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/tabular.py [--choose 0 1 2] [--report 3 4 5]
-        [--threads 2] [--candidates NAME ...] [--folds 5] [--out reports/tabular/runs.csv]
+        [--threads 2] [--candidates NAME ...] [--folds 5] [--report-tables TABLE ...]
+        [--out reports/tabular/runs.csv]
 
 Tables ship with the installed packages or are drawn by scikit-learn (TABLES): each is
 split 70/30 (stratified, the seed's), standardised on its training part, and a seeded
@@ -19,10 +20,11 @@ estimator's default scenario).
    paired with it row for row on each table and seed (pucl.reporting.paired_choice,
    the rule of `pucl compare`): a tie whose candidate costs at most 0.9 of the leader's
    seconds goes to that cheaper one. No test label takes part.
-2. report (seeds --report, which took no part in the choice): on every table, the
-   defaults as they are (`PUClassifier()`), the chosen candidate refit on every row
-   (validation_fraction 0), each peer with the prior the chosen candidate estimated, and,
-   as reference rows, the chosen candidate and each peer with the true prior.
+2. report (seeds --report, which took no part in the choice): on every table (or those
+   of --report-tables), the defaults as they are (`PUClassifier()`), the chosen
+   candidate refit on every row (validation_fraction 0), each peer with the prior the
+   chosen candidate estimated, and, as reference rows, the chosen candidate and each
+   peer with the true prior.
 
 Every fit is one row of --out, written as it ends; a rerun skips the rows already there
 (same table, seed, role, method, prior source and commit-free settings), so an
@@ -369,7 +371,9 @@ def _report_seed(rows: Rows, table: str, seed: int, best: str, commit: str, bar)
     mine = run(rows, key(f"pucl:{best}", "estimated", params),
                partial(fit_pucl, table, seed, params), commit, bar)
     # Once a candidate becomes the defaults, both rows are one fit (equal to the last
-    # digit when both were run): the defaults' row then records that fit, not a second.
+    # digit when both were run): a missing defaults' row then records that fit, not a
+    # second. Rows already kept are not refit: the defaults' key holds no settings, so a
+    # kept row is the defaults of its commit (seeds 3-5: the first defaults).
     same = same_recipe(params, {}, table, seed)
     run(rows, key("pucl_defaults", "estimated", {}),
         (lambda: {name: mine[name] for name in MEASURED}) if same

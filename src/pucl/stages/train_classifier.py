@@ -39,7 +39,8 @@ NAME = "train_classifier"
 
 def run(ctx: StageContext) -> dict:
     x_train = ctx.data().x_train
-    recipe = for_inputs(Recipe.of(ctx.params), x_train.shape[1:])
+    # decided for the rows pretraining read, as the estimator decides for its rows
+    recipe = for_inputs(Recipe.of(ctx.params), x_train.shape[1:], len(ctx.rows("train")))
     p = recipe.classifier
     objective = classifier_objective(recipe)
     prior, source = ctx.class_prior(p.prior) if objective.needs_prior else (None, None)
