@@ -59,3 +59,11 @@ def test_the_defaults_leave_both_to_the_input():
     # params.yaml's defaults say auto, so one recipe serves images and tables
     assert (Recipe().pretrain.epochs, Recipe().classifier.objective,
             Recipe().classifier.finetune_epochs) == ("auto", "auto", "auto")
+
+
+def test_an_undecided_recipe_is_refused_before_training():
+    from pucl.recipe.classifier import classifier_settings
+
+    with pytest.raises(ValueError, match=r"classifier.weight_decay is still 'auto'"):
+        classifier_settings(Recipe())
+    assert classifier_settings(for_inputs(Recipe(), (12,))).head.weight_decay == 5e-3

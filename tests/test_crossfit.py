@@ -13,6 +13,7 @@ from pucl.errors import DataError, ParamsError
 from pucl.models import ContrastiveModel
 from pucl.params.config import parse_params
 from pucl.recipe import Recipe
+from pucl.recipe.by_input import for_inputs
 from pucl.recipe.crossfit import fit_folds, validation_plan
 
 
@@ -56,9 +57,11 @@ def blobs(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 def scores_of(labelled: np.ndarray, x: np.ndarray, fold: np.ndarray, objective: str,
               finetune: int, model: ContrastiveModel) -> np.ndarray:
-    recipe = Recipe.from_settings({"classifier.objective": objective, "classifier.epochs": 5,
-                                   "classifier.finetune_epochs": finetune,
-                                   "classifier.batch_size": 64}, seed=0)
+    # the settings left at auto decided for these rows, as the stage and the estimator do
+    recipe = for_inputs(Recipe.from_settings(
+        {"classifier.objective": objective, "classifier.epochs": 5,
+         "classifier.finetune_epochs": finetune, "classifier.batch_size": 64}, seed=0),
+        x.shape[1:], len(x))
     rows = TrainingRows(np.arange(len(x)), labelled, np.ones(len(x), bool),
                         labelled.astype(np.int64) if objective == "pupl_ce" else None)
     return fit_folds(recipe, [model], x, rows, fold, 0.5, torch.device("cpu")).scores

@@ -30,6 +30,10 @@ def reads_pseudo_labels(recipe: Recipe) -> bool:
 
 def classifier_settings(recipe: Recipe) -> ClassifierSettings:
     p = recipe.classifier
+    undecided = [name for name in ("weight_decay", "finetune_epochs") if getattr(p, name) == "auto"]
+    if undecided:  # a caller skipped pucl.recipe.by_input.for_inputs
+        raise ValueError(f"classifier.{undecided[0]} is still 'auto': decide the recipe for "
+                         "its inputs first (pucl.recipe.by_input.for_inputs)")
     return ClassifierSettings(LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size),
                               p.features, p.finetune_epochs, p.finetune_lr, p.neighbours)
 
