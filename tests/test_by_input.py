@@ -65,5 +65,8 @@ def test_an_undecided_recipe_is_refused_before_training():
     from pucl.recipe.classifier import classifier_settings
 
     with pytest.raises(ValueError, match=r"classifier.weight_decay is still 'auto'"):
+        classifier_settings(Recipe.from_settings({"classifier.objective": "nnpu",
+                                                  "classifier.finetune_epochs": 0}))
+    with pytest.raises(ValueError, match=r"classifier.objective is still 'auto'"):
         classifier_settings(Recipe())
     assert classifier_settings(for_inputs(Recipe(), (12,))).head.weight_decay == 5e-3

@@ -15,6 +15,7 @@ from pucl.data.augment import make_augment
 from pucl.errors import ParamsError
 from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe, entry_settings
+from pucl.recipe.by_input import AUTO, RULES
 from pucl.runtime.device import seeded_generator
 
 
@@ -30,10 +31,11 @@ def reads_pseudo_labels(recipe: Recipe) -> bool:
 
 def classifier_settings(recipe: Recipe) -> ClassifierSettings:
     p = recipe.classifier
-    undecided = [name for name in ("weight_decay", "finetune_epochs") if getattr(p, name) == "auto"]
+    undecided = [key for key in RULES["features"]  # what for_inputs decides (one home)
+                 if key.startswith("classifier.") and getattr(p, key.split(".")[1]) == AUTO]
     if undecided:  # a caller skipped pucl.recipe.by_input.for_inputs
-        raise ValueError(f"classifier.{undecided[0]} is still 'auto': decide the recipe for "
-                         "its inputs first (pucl.recipe.by_input.for_inputs)")
+        raise ValueError(f"{undecided[0]} is still 'auto': decide the recipe for its inputs "
+                         "first (pucl.recipe.by_input.for_inputs)")
     return ClassifierSettings(LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size),
                               p.features, p.finetune_epochs, p.finetune_lr, p.neighbours)
 
