@@ -28,13 +28,16 @@ estimator's default scenario).
 
 Every fit is one row of --out, written as it ends; a rerun skips the rows already there
 (same table, seed, role, method, prior source and commit-free settings), so an
-interrupted run goes on. `<out>_summary.csv`: one line per table, method and prior source
-(mean, std, n seeds, seconds per seed, the commit).
+interrupted run goes on. The defaults' rows are keyed by a fingerprint of the recipe they
+resolve to, so each change of defaults is fit and summarised apart. `<out>_summary.csv`:
+one line per table, method (and, for the defaults, recipe fingerprint: column
+`defaults`) and prior source (mean, std, n seeds, seconds per seed, the commit).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -236,13 +239,34 @@ def fit_pucl(table: str, seed: int, params: dict, validation: dict | None = None
 MEASURED = ("accuracy", "prior", "true_prior", "val_est_accuracy", "seconds")
 
 
-def same_recipe(params: dict, other: dict, table: str, seed: int) -> bool:
-    """Whether two candidates' parameters build the same model on this table, once every
-    `auto` is decided for its rows."""
+def resolved_recipe(params: dict, table: str, seed: int):
+    """The recipe `PUClassifier(**params)` fits on this table, every `auto` decided for
+    its rows."""
     x, *_ = pu_rows(table, seed)
-    recipes = [for_inputs(PUClassifier(random_state=seed, **p)._recipe(), x.shape[1:],
-                          len(x)) for p in (params, other)]
-    return recipes[0] == recipes[1]
+    return for_inputs(PUClassifier(random_state=seed, **params)._recipe(), x.shape[1:],
+                      len(x))
+
+
+def same_recipe(params: dict, other: dict, table: str, seed: int) -> bool:
+    """Whether two candidates' parameters build the same model on this table."""
+    return resolved_recipe(params, table, seed) == resolved_recipe(other, table, seed)
+
+
+def defaults_key(table: str, seed: int) -> dict:
+    """The defaults' report row's settings: a fingerprint of the recipe they resolve to
+    on this table (its sections, not the seed), so a row kept from an earlier default is
+    not taken for today's and each default is summarised apart."""
+    sections = resolved_recipe({}, table, seed).to_dict()
+    digest = hashlib.sha256(json.dumps(sections, sort_keys=True).encode()).hexdigest()
+    return {"recipe": digest[:12]}
+
+
+def defaults_generation(method: str, settings: str) -> str:
+    """Which defaults a report row measured: its recipe fingerprint, 'unkeyed' for rows
+    kept before the key held one (the defaults of their commit), '' for other methods."""
+    if method != "pucl_defaults":
+        return ""
+    return json.loads(settings).get("recipe", "unkeyed")
 
 
 def fit_peer(table: str, seed: int, name: str, prior: float):
@@ -259,7 +283,7 @@ def run(rows: Rows, key: dict, fit: Callable[[], dict], commit: str, bar) -> dic
     if found is None:
         bar.set_postfix_str(f"{key['table']} seed {key['seed']}: {key['method']} "
                             f"({key['prior_source']})")
-        found = {**key, **fit(), "commit": commit}
+        found = {**key, "commit": commit, **fit()}  # a copied fit keeps its own commit
         rows.add(found)
     bar.update()
     return found
@@ -298,7 +322,9 @@ def read_scores(path: str) -> pd.DataFrame | None:
 
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
     report = frame[frame.role == "report"]
-    grouped = report.groupby(["table", "method", "prior_source"], sort=False)
+    report = report.assign(defaults=[defaults_generation(m, str(v)) for m, v
+                                     in zip(report.method, report.settings)])
+    grouped = report.groupby(["table", "method", "defaults", "prior_source"], sort=False)
     out = grouped.agg(mean=("accuracy", "mean"), std=("accuracy", "std"),
                       n_seeds=("seed", "nunique"), seconds_per_seed=("seconds", "mean"),
                       prior=("prior", "mean"), true_prior=("true_prior", "mean"),
@@ -372,11 +398,11 @@ def _report_seed(rows: Rows, table: str, seed: int, best: str, commit: str, bar)
                partial(fit_pucl, table, seed, params), commit, bar)
     # Once a candidate becomes the defaults, both rows are one fit (equal to the last
     # digit when both were run): a missing defaults' row then records that fit, not a
-    # second. Rows already kept are not refit: the defaults' key holds no settings, so a
-    # kept row is the defaults of its commit (seeds 3-5: the first defaults).
+    # second. The defaults' key is their recipe's fingerprint, so a change of defaults
+    # fits a new row; rows kept from before the key held one have settings {}.
     same = same_recipe(params, {}, table, seed)
-    run(rows, key("pucl_defaults", "estimated", {}),
-        (lambda: {name: mine[name] for name in MEASURED}) if same
+    run(rows, key("pucl_defaults", "estimated", defaults_key(table, seed)),
+        (lambda: {name: mine[name] for name in (*MEASURED, "commit")}) if same
         else partial(fit_pucl, table, seed, {}), commit, bar)
     true_prior = mine["true_prior"]
     run(rows, key(f"pucl:{best}", "true", {**params, "prior": true_prior}),

@@ -150,3 +150,30 @@ def test_a_candidate_is_the_defaults_only_when_it_builds_the_same_model(bench):
                              "synthetic_0.6_202", 3)
     assert not bench.same_recipe({"finetune_epochs": 7}, {}, "breast_cancer", 0)
     assert not bench.same_recipe({}, {"epochs": 3}, "breast_cancer", 0)
+
+
+def test_the_defaults_row_is_keyed_by_the_recipe_it_builds(bench, monkeypatch):
+    # one key per resolved recipe: the same on every seed of a table, another when a
+    # default changes, so a row kept from older defaults is neither reused nor averaged
+    # with today's
+    key = bench.defaults_key("breast_cancer", 0)
+    assert key == bench.defaults_key("breast_cancer", 1)
+    real = bench.resolved_recipe
+    monkeypatch.setattr(bench, "resolved_recipe", lambda params, table, seed: real(
+        {**params, "finetune_epochs": 7}, table, seed))
+    assert bench.defaults_key("breast_cancer", 0) != key
+
+
+def test_the_summary_keeps_each_generation_of_defaults_apart(bench):
+    rows = [("pucl_defaults", "{}", 0.90), ("pucl_defaults", "{}", 0.92),
+            ("pucl_defaults", '{"recipe": "abc"}', 0.80),
+            ("nnpu_mlp", '{"prior": 0.61}', 0.70), ("nnpu_mlp", '{"prior": 0.63}', 0.72)]
+    frame = pd.DataFrame([{"table": "t", "seed": i, "role": "report", "method": m,
+                           "prior_source": "estimated", "settings": s, "accuracy": a,
+                           "seconds": 1.0, "prior": 0.6, "true_prior": 0.6, "commit": "c"}
+                          for i, (m, s, a) in enumerate(rows)])
+    out = bench.summary(frame).set_index(["method", "defaults"])
+    assert out.loc[("pucl_defaults", "unkeyed"), "mean"] == pytest.approx(0.91)
+    assert out.loc[("pucl_defaults", "abc"), "n_seeds"] == 1
+    # a peer's rows differ in their prior's settings and still make one line
+    assert out.loc[("nnpu_mlp", ""), "mean"] == pytest.approx(0.71)
