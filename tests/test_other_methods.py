@@ -468,3 +468,12 @@ def test_input_features_are_the_encoder_input_flattened():
     np.testing.assert_allclose(input_features(images), expected, atol=1e-6)
     rows = np.array([[0.5, -3.0], [2.0, 7.0]], dtype=np.float32)  # tabular: unchanged
     np.testing.assert_array_equal(input_features(rows), rows)
+
+
+def test_noisncl_with_no_pair_is_zero_and_keeps_the_graph():
+    # no anchor shares a class with any target: eq. 14's term is empty, read as 0
+    q = torch.randn(4, 3, requires_grad=True)
+    got = noisncl_loss(q, torch.randn(5, 3), torch.zeros(4, 5, dtype=torch.bool))
+    assert got.item() == 0.0
+    got.backward()
+    assert torch.equal(q.grad, torch.zeros_like(q))

@@ -23,13 +23,14 @@ SIMILARITY_CLAMP = (1e-4, 1.0 - 1e-4)
 
 
 def _pair_mean(pair_loss: torch.Tensor, same_class: torch.Tensor) -> torch.Tensor:
+    """The mean over anchors with a pair of the mean over their pairs; 0 (graph kept) when
+    no anchor has one. Masks and clamps instead of indexing: no value is read back to the
+    host and every shape is fixed, so a step with this loss can be a CUDA graph."""
     weights = same_class.to(pair_loss.dtype)
     per_anchor = weights.sum(dim=1)
-    has_pair = per_anchor > 0
-    if not has_pair.any():
-        return pair_loss.sum() * 0.0  # keeps the graph; no anchor has a partner
-    anchor_loss = (pair_loss * weights).sum(dim=1)[has_pair] / per_anchor[has_pair]
-    return anchor_loss.mean()
+    has_pair = (per_anchor > 0).to(pair_loss.dtype)
+    anchor_loss = (pair_loss * weights).sum(dim=1) / per_anchor.clamp_min(1.0)
+    return (anchor_loss * has_pair).sum() / has_pair.sum().clamp_min(1.0)
 
 
 def pair_similarity(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
