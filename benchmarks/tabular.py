@@ -323,7 +323,7 @@ def read_scores(path: str) -> pd.DataFrame | None:
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
     report = frame[frame.role == "report"]
     report = report.assign(defaults=[defaults_generation(m, str(v)) for m, v
-                                     in zip(report.method, report.settings)])
+                                     in zip(report.method, report.settings, strict=True)])
     grouped = report.groupby(["table", "method", "defaults", "prior_source"], sort=False)
     out = grouped.agg(mean=("accuracy", "mean"), std=("accuracy", "std"),
                       n_seeds=("seed", "nunique"), seconds_per_seed=("seconds", "mean"),
