@@ -237,38 +237,3 @@ def test_finetuning_on_a_pu_risk_learns_the_corners_from_p_and_u(kind, pairs):
     # six short epochs from random weights, with no negative label: well above chance
     after = accuracy(encoder, head, x_test, y_test)
     assert before < 0.65 and after >= 0.75, (before, after)
-
-
-def test_weight_average_is_the_exponential_moving_average_of_the_steps():
-    # known answer: weights 1, 2, 3 at decay 0.5 average to 1, 1.5, 2.25; a BatchNorm's
-    # running mean is averaged alike, and copy_to puts the average in the module
-    from pucl.classify.finetune import WeightAverage
-
-    layer, norm = torch.nn.Linear(1, 1, bias=False), torch.nn.BatchNorm1d(1)
-    average = WeightAverage([layer, norm], 0.5)
-    for value in (1.0, 2.0, 3.0):
-        with torch.no_grad():
-            layer.weight.fill_(value)
-            norm.running_mean.fill_(10 * value)
-        average.update()
-    average.copy_to()
-    assert layer.weight.item() == pytest.approx(2.25)
-    assert norm.running_mean.item() == pytest.approx(22.5)
-
-
-def test_finetuning_with_a_moving_average_ships_the_average_not_the_last_step():
-    rng = np.random.default_rng(0)
-    x, y = corner_images(256, rng)
-
-    def tuned(ema: float):
-        encoder, head = random_start(x)
-        finetune(encoder, head, x, FinetuneSettings(2, 2e-3, 0.0, 64, ema), IDENTITY,
-                 torch.Generator().manual_seed(0), torch.device("cpu"), labels=y,
-                 progress=False)
-        return torch.cat([p.detach().flatten() for p in (*encoder.parameters(),
-                                                          *head.parameters())])
-
-    last, averaged, tiny = tuned(0.0), tuned(0.9), tuned(1e-9)
-    assert not torch.allclose(averaged, last)
-    # a decay of ~0 keeps only the last step: the same weights as no average
-    assert torch.allclose(tiny, last, atol=1e-6)

@@ -32,25 +32,6 @@ class FinetuneSettings:
     lr: float
     weight_decay: float
     batch_size: int
-    ema: float = 0.0  # > 0: ship the weights' moving average with this decay per step
-
-
-class WeightAverage:
-    """An exponential moving average of `modules`' weights and BatchNorm statistics
-    (torch's AveragedModel): the first update copies them, each later one moves the
-    average by (1 - decay) towards them; `copy_to` puts the average in the modules."""
-
-    def __init__(self, modules: list[nn.Module], decay: float):
-        self.modules = nn.ModuleList(modules)
-        self.average = torch.optim.swa_utils.AveragedModel(
-            self.modules, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(decay),
-            use_buffers=True)
-
-    def update(self) -> None:
-        self.average.update_parameters(self.modules)
-
-    def copy_to(self) -> None:
-        self.modules.load_state_dict(self.average.module.state_dict())
 
 
 # an objective maps a batch's inputs to (what to minimise, what to report); an epoch's
@@ -181,29 +162,15 @@ def finetune(
         descend(optimizer, minimised)
         return reported.detach()
 
-    return _epochs([encoder, head], learn, epoch_inputs, schedule, settings,
-                   f"fine-tune ({kind})", progress)
-
-
-def _epochs(modules: list[nn.Module], learn: Callable[..., torch.Tensor],
-            epoch_inputs: EpochInputs, schedule, settings: FinetuneSettings, desc: str,
-            progress: bool) -> list[float]:
-    """The epochs of steps, each epoch's mean loss; with `settings.ema` the modules end
-    holding their weights' moving average."""
-    average = WeightAverage(modules, settings.ema) if settings.ema > 0 else None
     losses = []
-    for _ in EpochBar(settings.epochs, desc, disable=not progress):
-        for module in modules:
-            module.train()
+    for _ in EpochBar(settings.epochs, f"fine-tune ({kind})", disable=not progress):
+        encoder.train()
+        head.train()
         epoch = LossSum()
         for inputs in epoch_inputs():
             epoch.add(learn(*inputs))
-            if average is not None:
-                average.update()
         schedule.step()
         losses.append(epoch.mean())
-    if average is not None:
-        average.copy_to()
-    for module in modules:
-        module.eval()
+    encoder.eval()
+    head.eval()
     return losses

@@ -30,12 +30,11 @@ class ClassifierSettings:
     finetune_epochs: int = 0
     finetune_lr: float = 5e-4
     neighbours: int = 0
-    finetune_ema: float = 0.0
 
     @property
     def finetuning(self) -> FinetuneSettings:
         return FinetuneSettings(self.finetune_epochs, self.finetune_lr, self.head.weight_decay,
-                                self.head.batch_size, self.finetune_ema)
+                                self.head.batch_size)
 
 
 @dataclass

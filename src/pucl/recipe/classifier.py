@@ -37,8 +37,7 @@ def classifier_settings(recipe: Recipe) -> ClassifierSettings:
         raise ValueError(f"{undecided[0]} is still 'auto': decide the recipe for its inputs "
                          "first (pucl.recipe.by_input.for_inputs)")
     return ClassifierSettings(LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size),
-                              p.features, p.finetune_epochs, p.finetune_lr, p.neighbours,
-                              p.finetune_ema)
+                              p.features, p.finetune_epochs, p.finetune_lr, p.neighbours)
 
 
 def head_start(recipe: Recipe, model: ContrastiveModel) -> torch.Tensor:

@@ -198,10 +198,6 @@ class ClassifierParams(MethodSection):
         "auto", description="epochs of end-to-end fine-tuning (auto: 0 for images, 60 for "
         "feature rows, 20 over 50,000 rows)")
     finetune_lr: float = Field(5e-4, gt=0.0, description="fine-tuning learning rate")
-    # Polyak averaging: fine-tuning keeps an exponential moving average of the network's
-    # weights (BatchNorm's statistics too) and ships it instead of the last step's
-    finetune_ema: float = Field(0.0, ge=0.0, lt=1.0, description="decay per step of the "
-                                "fine-tuned weights' moving average that ships (0: off)")
     # Neighbour smoothing (pucl.classify.neighbours): a row's score becomes the mean of its
     # own and its k nearest training rows' scores. 0 keeps the head's own score.
     neighbours: int = Field(0, ge=0, description="k nearest training rows whose scores "
