@@ -8,6 +8,9 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# read_csv's dtype for a CSV with this column: a hash of digits and one "e" ("3289e3843056")
+# or of digits alone would otherwise be read as a number, and written back changed
+TEXT_COLUMNS = {"commit": str}
 
 
 def current_commit() -> str:

@@ -30,7 +30,7 @@ import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
-from _commit import current_commit, with_commit  # noqa: E402
+from _commit import TEXT_COLUMNS, current_commit, with_commit  # noqa: E402
 
 from pucl.models.encoders import CNN7, LeNet5, MLPEncoder, ResNet18  # noqa: E402
 from pucl.params.config import parse_assignments  # noqa: E402
@@ -192,7 +192,7 @@ def main() -> None:
                      "graphs_recorded": COUNTS.recorded, "graphs_failed": COUNTS.failed})
         frame = with_commit(pd.DataFrame([{**common, **row} for row in rows]), commit)
         if args.out.exists():
-            frame = pd.concat([pd.read_csv(args.out), frame], ignore_index=True)
+            frame = pd.concat([pd.read_csv(args.out, dtype=TEXT_COLUMNS), frame], ignore_index=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         frame.to_csv(args.out, index=False)
 

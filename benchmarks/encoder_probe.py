@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from _commit import with_commit  # run as files: benchmarks/ is on sys.path
+from _commit import TEXT_COLUMNS, with_commit  # run as files: benchmarks/ is on sys.path
 
 from pucl.data import get_task, load_dataset
 from pucl.data.augment import AffineJitter
@@ -97,7 +97,7 @@ def main() -> None:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     frame = with_commit(pd.DataFrame([row]))
     if OUT.exists():
-        frame = pd.concat([pd.read_csv(OUT), frame], ignore_index=True)
+        frame = pd.concat([pd.read_csv(OUT, dtype=TEXT_COLUMNS), frame], ignore_index=True)
     frame.to_csv(OUT, index=False)
 
 

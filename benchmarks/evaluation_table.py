@@ -28,7 +28,7 @@ import yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
-from _commit import current_commit, with_commit  # noqa: E402
+from _commit import TEXT_COLUMNS, current_commit, with_commit  # noqa: E402
 from _pipeline import RunsBar, run_once  # noqa: E402
 
 # case: (preset whose default variant it runs, or None for params.yaml as it is)
@@ -86,7 +86,7 @@ def merge(frame: pd.DataFrame, out: Path, commit: str) -> pd.DataFrame:
     path = out / "runs.csv"
     frame = with_commit(frame, commit)
     if path.exists():
-        kept = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        kept = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype=TEXT_COLUMNS)
         kept["settings"] = kept.get("settings", "default")
         fresh = frame.set_index(KEY).index
         frame = pd.concat([kept[~kept.set_index(KEY).index.isin(fresh)], frame],

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
-from _commit import with_commit  # run as files: benchmarks/ is on sys.path
+from _commit import TEXT_COLUMNS, with_commit  # run as files: benchmarks/ is on sys.path
 
 FIRST = ["variant", "prior_source", "accuracy", "accuracy_std", "n", "minutes_per_seed"]
 
@@ -26,7 +26,8 @@ def main() -> None:
     parser.add_argument("--legacy-source", nargs="*", default=[], metavar="VARIANT=SOURCE")
     args = parser.parse_args()
     new = pd.read_csv(args.comparison)
-    old = pd.read_csv(args.report) if args.report.exists() else pd.DataFrame(columns=FIRST)
+    old = (pd.read_csv(args.report, dtype=TEXT_COLUMNS) if args.report.exists()
+           else pd.DataFrame(columns=FIRST))
     legacy = dict(item.split("=", 1) for item in args.legacy_source)
     if "prior_source" not in old:
         old["prior_source"] = old["variant"].map(legacy)

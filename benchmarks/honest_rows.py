@@ -59,7 +59,7 @@ from pucl.params.sweeps import REFIT  # noqa: E402  (pucl bench --refit's overri
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
-from _commit import current_commit  # noqa: E402
+from _commit import TEXT_COLUMNS, current_commit  # noqa: E402
 from _pipeline import RunsBar, run_once  # noqa: E402
 
 KEY = ["preset", "variant", "settings", "seed"]
@@ -112,7 +112,7 @@ def summary_path(out: Path) -> Path:
 def read_rows(out: Path) -> pd.DataFrame:
     if not out.exists():
         return pd.DataFrame(columns=[*KEY, "role"])
-    return pd.read_csv(out, keep_default_na=False, na_values=[""])
+    return pd.read_csv(out, keep_default_na=False, na_values=[""], dtype=TEXT_COLUMNS)
 
 
 def report_settings(rows: pd.DataFrame) -> pd.Series:

@@ -31,7 +31,7 @@ import yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
-from _commit import current_commit, with_commit  # noqa: E402
+from _commit import TEXT_COLUMNS, current_commit, with_commit  # noqa: E402
 from _pipeline import PipelineRun, RunsBar, run_once  # noqa: E402
 
 KEY = ["variant", "seed"]
@@ -81,7 +81,7 @@ def merge(frame: pd.DataFrame, path: Path, commit: str) -> pd.DataFrame:
     """path with these rows (a rerun replaces its own variant and seed)."""
     frame = with_commit(frame, commit)
     if path.exists():
-        kept = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        kept = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype=TEXT_COLUMNS)
         fresh = frame.set_index(KEY).index
         frame = pd.concat([kept[~kept.set_index(KEY).index.isin(fresh)], frame],
                           ignore_index=True)

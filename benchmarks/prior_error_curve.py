@@ -40,7 +40,7 @@ from pucl.io import atomic_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
-from _commit import current_commit  # noqa: E402
+from _commit import TEXT_COLUMNS, current_commit  # noqa: E402
 from _pipeline import RunsBar, run_once  # noqa: E402
 
 KEY = ["preset", "variant", "settings", "seed", "offset"]
@@ -77,7 +77,7 @@ def run_one(overrides: dict, seed: int, cache: Path, prior: float) -> dict:
 def read_rows(out: Path) -> pd.DataFrame:
     if not out.exists():
         return pd.DataFrame(columns=KEY)
-    return pd.read_csv(out, keep_default_na=False, na_values=[""])
+    return pd.read_csv(out, keep_default_na=False, na_values=[""], dtype=TEXT_COLUMNS)
 
 
 def summarise(rows: pd.DataFrame, out: Path) -> pd.DataFrame:

@@ -23,7 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from _commit import current_commit, with_commit  # run as files: benchmarks/ is on sys.path
+from _commit import (  # run as files: benchmarks/ is on sys.path
+    TEXT_COLUMNS,
+    current_commit,
+    with_commit,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 # case: params overrides. F-MNIST reads Fashion-MNIST's IDX files (Debian's
@@ -71,7 +75,7 @@ def write_tables(frame: pd.DataFrame, out: Path, commit: str) -> pd.DataFrame:
     previous = out / "prior_runs.csv"
     frame = with_commit(frame, commit)
     if previous.exists():
-        kept = pd.read_csv(previous)
+        kept = pd.read_csv(previous, dtype=TEXT_COLUMNS)
         key = ["estimator", "case", "seed"]
         fresh = frame.set_index(key).index
         frame = pd.concat([kept[~kept.set_index(key).index.isin(fresh)], frame],

@@ -37,7 +37,7 @@ from torch import nn  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
-from _commit import with_commit  # noqa: E402
+from _commit import TEXT_COLUMNS, with_commit  # noqa: E402
 
 OUT = ROOT / "reports" / "fmnist" / "second_stage.csv"
 
@@ -209,7 +209,7 @@ def main() -> None:
     print(json.dumps(row))
     table = with_commit(pd.DataFrame([row]))
     if OUT.exists():  # one row per probe: earlier ones stay
-        table = pd.concat([pd.read_csv(OUT), table], ignore_index=True)
+        table = pd.concat([pd.read_csv(OUT, dtype=TEXT_COLUMNS), table], ignore_index=True)
     table.to_csv(OUT, index=False, float_format="%.4f")
 
 

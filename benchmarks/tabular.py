@@ -61,7 +61,7 @@ from pucl.recipe.by_input import for_inputs
 from pucl.reporting.paired_choice import choose_paired
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file
-from _commit import current_commit  # noqa: E402
+from _commit import TEXT_COLUMNS, current_commit  # noqa: E402
 from tabular_peers import PEERS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,7 +186,8 @@ class Rows:
 
     def __init__(self, path: Path):
         self.path = path
-        self.frame = pd.read_csv(path) if path.exists() else pd.DataFrame()
+        self.frame = (pd.read_csv(path, dtype=TEXT_COLUMNS) if path.exists()
+                      else pd.DataFrame())
 
     def done(self, key: dict) -> dict | None:
         if self.frame.empty:

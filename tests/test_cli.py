@@ -78,7 +78,8 @@ def test_ablate_writes_one_row_per_objective_and_n_p(project):
     result = pucl(project, "ablate", "--losses", "pucl,sscl", "--n-p", "100", "--seeds", "0",
                   "--epochs", "1", "--out", "reports")
     assert result.returncode == 0, result.stderr
-    table = pd.read_csv(project / "reports/ablation.csv")
+    # a hash such as 3289e3843056 reads as a number unless told
+    table = pd.read_csv(project / "reports/ablation.csv", dtype={"commit": str})
     assert sorted(zip(table["loss"], table["n_p"], table["seed"], strict=True)) == [
         ("pucl", 100, 0),
         ("sscl", 100, 0)]
