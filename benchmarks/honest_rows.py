@@ -81,20 +81,21 @@ def candidates(preset: str, wanted: list[str] | None) -> dict[str, dict]:
 
 
 def run_one(overrides: dict, seed: int, cache: Path) -> tuple[dict, pd.DataFrame]:
-    """One whole pipeline: the metrics a row keeps, its minutes per seed (an encoder
-    taken from the cache counted at what it cost to train, reporting.minutes_per_seed),
-    and its validation scores (what a paired choice reads)."""
-    from pucl.reporting.tables import minutes_per_seed
+    """One whole pipeline: the metrics a row keeps, its minutes and work per seed (an
+    encoder taken from the cache counted at what it cost to train,
+    reporting.minutes_per_seed and work_per_seed), and its validation scores (what a
+    paired choice reads)."""
+    from pucl.reporting.tables import minutes_per_seed, work_per_seed
+    from pucl.stages.runner import rollup
 
     run = run_once(overrides, seed, "honest-rows", cache,
                    keep=("evaluate", "validation_scores.csv"))
-    metrics, minutes, pretrain = run.metrics, run.minutes, run.stages.get("pretrain", {})
+    metrics, stages = run.metrics, rollup(run.stages)
     keep = ("val_est_accuracy", "val_est_accuracy_low", "val_est_accuracy_high",
             "val_true_accuracy", "accuracy", "prior_estimate", "prior_true", "val_prior")
     return ({**{k: metrics.get(k, float("nan")) for k in keep},
-             "minutes": minutes_per_seed(minutes, {
-                 "pretrain_reused": pretrain.get("reused", 0.0),
-                 "pretrain_seconds": pretrain.get("train_seconds", 0.0)}),
+             "minutes": minutes_per_seed(run.minutes, stages),
+             "gmac": work_per_seed(stages),
              "stage_minutes": run.stage_minutes_json()}, run.kept)
 
 
@@ -142,13 +143,16 @@ def choose(rows: pd.DataFrame, preset: str, settings: str, seeds: list[int],
     from pucl.reporting.paired_choice import SEED, choose_paired
     from pucl.reporting.tables import chosen
 
+    if "gmac" not in rows:  # rows written before work was counted: tied by minutes
+        rows = rows.assign(gmac=float("nan"))
     mine = rows[(rows["preset"] == preset) & (rows["settings"] == settings)
                 & rows["seed"].isin(seeds) & rows["variant"].isin(variants)
                 & (rows["role"] == "choose")]
     table = (mine.groupby("variant", sort=False)
              .agg(val_est_accuracy=("val_est_accuracy", "mean"),
                   test_accuracy=("accuracy", "mean"), n=("seed", "count"),
-                  minutes_per_seed=("minutes", "mean"))
+                  minutes_per_seed=("minutes", "mean"),
+                  gmac_per_seed=("gmac", "mean"))
              .reindex(variants).reset_index())
     frame = mine.assign(**{SEED: mine["seed"],
                            "run_id": [f"{v}|{s}" for v, s in zip(mine["variant"], mine["seed"],

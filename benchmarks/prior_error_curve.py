@@ -61,17 +61,16 @@ def cut_diagnostics(roc: pd.DataFrame, prior_test: float, share: float) -> dict:
 
 def run_one(overrides: dict, seed: int, cache: Path, prior: float) -> dict:
     from pucl.reporting.tables import minutes_per_seed
+    from pucl.stages.runner import rollup
 
     run = run_once({**overrides, "classifier.prior": prior}, seed, "prior-curve", cache,
                    keep=("evaluate", "roc.csv"))
-    metrics, pretrain = run.metrics, run.stages.get("pretrain", {})
+    metrics = run.metrics
     keep = ("accuracy", "roc_auc", "val_est_accuracy", "val_true_accuracy",
             "prior_estimate", "prior_true")
     return {"prior_used": prior, **{k: metrics.get(k, float("nan")) for k in keep},
             **cut_diagnostics(run.kept, metrics["prior_true"], prior),
-            "minutes": minutes_per_seed(run.minutes, {
-                "pretrain_reused": pretrain.get("reused", 0.0),
-                "pretrain_seconds": pretrain.get("train_seconds", 0.0)})}
+            "minutes": minutes_per_seed(run.minutes, rollup(run.stages))}
 
 
 def read_rows(out: Path) -> pd.DataFrame:

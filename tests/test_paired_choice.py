@@ -30,10 +30,12 @@ def scored(y: np.ndarray, right: np.ndarray, n_p: int = 300) -> pd.DataFrame:
                          "score": np.where(right, y, 1 - y).astype(float)})
 
 
-def runs_of(gains: dict[str, float], minutes: dict[str, float], seeds=(0, 1, 2)):
+def runs_of(gains: dict[str, float], minutes: dict[str, float], seeds=(0, 1, 2),
+            work: dict[str, float] | None = None):
     """One run per variant and seed: `base` is right with chance 0.9; a variant with gain
     g > 0 is also right on a g / 0.1 share of base's mistakes, g < 0 wrong on a -g / 0.9
-    share of its hits. Returns the run records and each run's validation scores."""
+    share of its hits; `work`: GMACs per variant (as two stages' parts), none recorded
+    where absent. Returns the run records and each run's validation scores."""
     records, scores = [], {}
     for seed in seeds:
         y, rng = validation_rows(seed)
@@ -46,16 +48,19 @@ def runs_of(gains: dict[str, float], minutes: dict[str, float], seeds=(0, 1, 2))
             labelled, in_u = table["pu"] == 1, table["in_u"] == 1
             estimate = point_estimates(table["score"][labelled].to_numpy(),
                                        table["score"][in_u].to_numpy(), PRIOR)["accuracy"]
+            done = ({"work_gmac_pretrain": work[variant] / 2,
+                     "work_gmac_train_classifier": work[variant] / 2}
+                    if variant in (work or {}) else {})
             records.append(RunRecord(run_id, run_id, "FINISHED", 0,
                                      {"variant_param": variant, "base.seed": str(seed)},
-                                     {"val_est_accuracy": estimate, "val_prior": PRIOR},
+                                     {"val_est_accuracy": estimate, "val_prior": PRIOR, **done},
                                      {"variant": variant}, int(minutes[variant] * 60000)))
             scores[run_id] = table
     return records, scores
 
 
-def choice(gains, minutes, scores_patch=None):
-    records, scores = runs_of(gains, minutes)
+def choice(gains, minutes, scores_patch=None, work=None):
+    records, scores = runs_of(gains, minutes, work=work)
     scores.update(scores_patch or {})
     frame = runs_frame({"name": r.name, "run_id": r.run_id, "params": r.params,
                         "metrics": r.metrics, "variant": r.tags["variant"],
@@ -91,6 +96,29 @@ def test_a_tie_within_a_tenth_of_the_minutes_keeps_the_leader():
     (leader,) = picked.leaders
     assert [v.tie for v in picked.versus] == [True]
     assert picked.chosen == [leader] and table.loc[leader, "variant"] == "dear"
+
+
+def test_a_tie_is_broken_by_work_not_by_minutes():
+    """The same work (the same network, epochs and rows) run under different loads: the
+    minutes say one is a ninth of the other's, the work says they cost the same, so the
+    leader stays; with a third less work the cheaper wins, though its minutes were
+    higher."""
+    same = {"cheap": 100.0, "dear": 100.0}
+    table, picked = choice({"cheap": 0.0, "dear": 0.002}, {"cheap": 1.0, "dear": 9.0},
+                           work=same)
+    (leader,) = picked.leaders
+    assert picked.chosen == [leader] and table.loc[leader, "variant"] == "dear"
+    assert table.loc[1 - leader, "gmac_per_seed"] == 100.0
+    table, picked = choice({"cheap": 0.0, "dear": 0.002}, {"cheap": 12.0, "dear": 9.0},
+                           work={"cheap": 60.0, "dear": 100.0})
+    assert [table.loc[i, "variant"] for i in picked.chosen] == ["cheap"]
+
+
+def test_a_tie_falls_back_to_minutes_where_a_group_has_no_work():
+    """Runs recorded before work was counted: the tie goes by minutes, as it did."""
+    table, picked = choice({"cheap": 0.0, "dear": 0.002}, {"cheap": 1.0, "dear": 9.0},
+                           work={"dear": 100.0})
+    assert [table.loc[i, "variant"] for i in picked.chosen] == ["cheap"]
 
 
 def test_runs_that_scored_other_rows_are_not_paired():

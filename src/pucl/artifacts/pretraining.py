@@ -49,7 +49,7 @@ CACHED_FILES = ("model.pt", "history.csv", "checkpoint.pt")
 # output, and so dvc.lock, unchanged), kept beside history.csv and in the cache entry.
 TIMING_FILE = "timing.csv"
 OUTCOME_COLUMNS = ["epoch", "loss", "lr"]
-TIMING_COLUMNS = ["epoch", "seconds", "images_per_s"]
+TIMING_COLUMNS = ["epoch", "seconds", "images_per_s", "gmac"]
 
 
 def training_code_files() -> list[Path]:
@@ -99,7 +99,8 @@ def write_history(directory: Path, frame: pd.DataFrame) -> None:
     """history.csv (what each epoch computed) and timing.csv (what it took)."""
     member = ["member"] if "member" in frame else []
     write_table(directory / "history.csv", frame[OUTCOME_COLUMNS + member])
-    write_table(directory / TIMING_FILE, frame[TIMING_COLUMNS + member])
+    timing = [c for c in TIMING_COLUMNS if c in frame]  # gmac: absent from older caches
+    write_table(directory / TIMING_FILE, frame[timing + member])
 
 
 def read_history(directory: Path) -> pd.DataFrame:
@@ -114,12 +115,15 @@ def read_history(directory: Path) -> pd.DataFrame:
 
 def history_metrics(frames: list[pd.DataFrame]) -> dict:
     """The first encoder's final loss, epochs and median images/s after its first epoch
-    (nan when every epoch was resumed), and the seconds every encoder took."""
+    (nan when every epoch was resumed), and the seconds and work (GMACs, nan where an
+    epoch's was not recorded) every encoder took."""
     first = frames[0]
     steady = first["images_per_s"].iloc[1:] if len(first) > 1 else first["images_per_s"]
     return {"final_loss": float(first["loss"].iloc[-1]), "epochs": len(first),
             "images_per_s": float(steady.median()),
-            "train_seconds": float(sum(f["seconds"].sum() for f in frames))}
+            "train_seconds": float(sum(f["seconds"].sum() for f in frames)),
+            "train_gmac": float(sum(f["gmac"].sum(skipna=False) if "gmac" in f else np.nan
+                                    for f in frames))}
 
 
 def restore_from_cache(entry: Path | None, directory: Path, checkpoint: bool = True) -> bool:

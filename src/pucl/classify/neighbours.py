@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from pucl.classify.base import TwoClassHead
+from pucl.runtime import work
 
 # Rows compared with the whole bank at once: bounds the similarity matrix to
 # CHUNK_ROWS x bank rows floats (1024 x 60,000 = 245 MB for Fashion-MNIST).
@@ -30,6 +31,7 @@ def nearest_rows(queries: torch.Tensor, bank: torch.Tensor, k: int) -> torch.Ten
     similar (0) to every row: its neighbours are whichever ties topk keeps."""
     if not len(queries):
         return torch.empty((0, k), dtype=torch.long, device=queries.device)
+    work.add(float(len(queries)) * len(bank) * bank.shape[1])
     return torch.cat([(queries[start:start + CHUNK_ROWS] @ bank.T).topk(k, dim=1).indices
                       for start in range(0, len(queries), CHUNK_ROWS)])
 

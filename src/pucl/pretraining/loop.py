@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from pucl.data.augment import augmented_views, view_draws
+from pucl.runtime import work
 from pucl.runtime.device import LossSum, adam, current_lr, descend, epoch_order, load_optimizer
 from pucl.runtime.progress import EpochBar
 
@@ -34,6 +35,7 @@ class EpochStats:
     # other stages depend on must not change when the same training is run again)
     seconds: float = float("nan")
     images_per_s: float = float("nan")  # augmented views through forward + backward per s
+    gmac: float = float("nan")  # the epoch's work (pucl.runtime.work), kept with its times
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -125,15 +127,17 @@ class TrainingLoop:
             for module in self.modules:
                 module.train()
             t0 = time.perf_counter()
-            order = epoch_order(n, generator)
-            losses = LossSum()
-            for i in range(steps):
-                losses.add(step(epoch, order[i * batch:(i + 1) * batch]))
+            with work.counting() as tally:
+                order = epoch_order(n, generator)
+                losses = LossSum()
+                for i in range(steps):
+                    losses.add(step(epoch, order[i * batch:(i + 1) * batch]))
             lr = current_lr(self.optimizer)
             self.schedule.step()
             loss = losses.mean()  # the epoch's one read from the device: its work is done
             seconds = time.perf_counter() - t0
-            stats = EpochStats(epoch + 1, loss, lr, seconds, 2 * steps * batch / seconds)
+            stats = EpochStats(epoch + 1, loss, lr, seconds, 2 * steps * batch / seconds,
+                               tally.gmac)
             history.append(stats)
             if epoch == start_epoch:
                 warn_if_slow(self.desc, stats, self.epochs - epoch - 1)

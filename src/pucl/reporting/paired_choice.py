@@ -6,9 +6,12 @@ with it on the validation rows both scored: seed by seed (runs with the same `ba
 share a split, so the same held-out P and U), the leader's accuracy minus the other's,
 averaged over the seeds both have, with a paired bootstrap interval. A group whose
 interval holds 0 ties with the leader, and among the leader and the groups tied with it
-the cheapest (fewest minutes per seed) is chosen if it saves at least a tenth of the
-leader's minutes, else the leader: when the held-out rows cannot tell two variants
-apart, the clearly cheaper one is the better buy. Groups that cannot be paired (no seed
+the cheapest is chosen if it saves at least a tenth of the leader's cost, else the
+leader: when the held-out rows cannot tell two variants apart, the clearly cheaper one
+is the better buy. The cost is the work per seed (GMACs, pucl.runtime.work), the same
+however busy the machine was; minutes per seed only where a tied group's runs predate
+counting it (two runs of one variant on a shared machine differed by a quarter in
+minutes, so a tie broken by them was a coin toss). Groups that cannot be paired (no seed
 in common, other rows, another prior) are only ranked by their mean estimate, as before.
 """
 
@@ -24,7 +27,8 @@ from pucl.evaluation.paired import Difference, PairedRows, paired_difference_ove
 from pucl.reporting.tables import CHOICE_METRIC
 
 SEED = "base.seed"
-CLEARLY_CHEAPER = 0.9  # a tied group must cost at most this share of the leader's minutes
+CLEARLY_CHEAPER = 0.9  # a tied group must cost at most this share of the leader's cost
+COSTS = ("gmac_per_seed", "minutes_per_seed")  # a tie's cost: the first every tied group has
 ScoresOf = Callable[[str], "pd.DataFrame | None"]  # run id -> its validation_scores.csv
 
 
@@ -85,7 +89,6 @@ def choose_paired(table: pd.DataFrame, frame: pd.DataFrame, by: Sequence[str],
     keys = [tuple(row) for row in table[list(by)].astype(str).itertuples(index=False)]
     group_of = frame[list(by)].astype(str).apply(tuple, axis=1)
     runs = {k: frame[group_of == k] for k in keys}
-    cost = table.get("minutes_per_seed", pd.Series(np.nan, index=table.index))
     loaded: dict[str, pd.DataFrame | None] = {}
 
     def scores(run_id: str) -> pd.DataFrame | None:
@@ -113,20 +116,28 @@ def choose_paired(table: pd.DataFrame, frame: pd.DataFrame, by: Sequence[str],
                           + (" tie" if v.tie else ""))
             if v.tie:
                 tied.append(v.group)
-        picks[cheapest_tied(tied, leader, cost)] = True
+        picks[cheapest_tied(tied, leader, tie_cost(table, tied))] = True
     return PairedChoice(picks, cells, leaders, versus)
+
+
+def tie_cost(table: pd.DataFrame, tied: list[int]) -> pd.Series:
+    """The cost a tie among the `tied` rows is broken by: the first of COSTS that every
+    one of them has (work, then minutes); all nan when none has one."""
+    for name in COSTS:
+        if name in table and table.loc[tied, name].notna().all():
+            return table[name]
+    return pd.Series(np.nan, index=table.index)
 
 
 def cheapest_tied(tied: list[int], leader: int, cost: pd.Series) -> int:
     """Among the leader and the groups tied with it, the cheapest that costs at most
-    CLEARLY_CHEAPER of the leader's minutes; else the leader. Two runs of one variant
-    differ by a few percent in minutes, so a smaller saving is noise, not a reason to
-    give up the higher estimate."""
-    def minutes(row: int) -> float:
+    CLEARLY_CHEAPER of the leader's cost; else the leader. A smaller saving is not worth
+    giving up the higher estimate (and in minutes it would be noise)."""
+    def of(row: int) -> float:
         return np.inf if pd.isna(cost[row]) else float(cost[row])
 
-    cheaper = [r for r in tied if r != leader and minutes(r) <= CLEARLY_CHEAPER * minutes(leader)]
-    return min(cheaper, key=minutes) if cheaper else leader
+    cheaper = [r for r in tied if r != leader and of(r) <= CLEARLY_CHEAPER * of(leader)]
+    return min(cheaper, key=of) if cheaper else leader
 
 
 def _parts(lead: pd.DataFrame, other: pd.DataFrame,

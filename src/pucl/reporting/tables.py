@@ -24,7 +24,8 @@ KEY_METRICS = (CHOICE_METRIC, "accuracy", "f1", "roc_auc", "prior_abs_error",
 # what P and U alone say, then every other entry as a diagnostic
 RESULT_METRICS = ("accuracy", "f1", "roc_auc", "precision", "recall")
 ESTIMATE_METRICS = (CHOICE_METRIC, "val_est_f1", "val_est_auc", "prior_estimate")
-DERIVED = ("prior_source", "minutes_per_seed")  # runs_frame's columns read from params / times
+# runs_frame's columns read from params, times and work
+DERIVED = ("prior_source", "minutes_per_seed", "gmac_per_seed")
 PAIRING = ("val_prior",)  # runs_frame's columns that pair two runs' validation scores
 # Params that change how a run executes, not what it computes.
 EXECUTION_PARAMS = ("base.device", "base.threads", "tracking.uri", "tracking.experiment")
@@ -56,6 +57,7 @@ def runs_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         row.update({m: metrics.get(m, np.nan) for m in (*KEY_METRICS, *PAIRING)})
         row["prior_source"] = prior_source(rec.get("params", {}))
         row["minutes_per_seed"] = minutes_per_seed(rec.get("minutes"), metrics)
+        row["gmac_per_seed"] = work_per_seed(metrics)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -81,6 +83,18 @@ def minutes_per_seed(minutes: float | None, metrics: dict[str, float]) -> float:
         return np.nan
     reused = metrics.get("pretrain_reused", 0.0) == 1.0
     return minutes + (metrics.get("pretrain_seconds", 0.0) / 60 if reused else 0.0)
+
+
+def work_per_seed(metrics: dict[str, float]) -> float:
+    """A pipeline run's work in GMACs (pucl.runtime.work): the sum of its stages'
+    (`work_gmac_<stage>`), with a pretraining restored from the cache counted at what it
+    took to train; nan for a run recorded before work was counted, or whose cached
+    encoder did not record its own."""
+    stages = [v for k, v in metrics.items() if k.startswith("work_gmac_")]
+    if not stages:
+        return np.nan
+    reused = metrics.get("pretrain_reused", 0.0) == 1.0
+    return float(sum(stages)) + (metrics.get("pretrain_gmac", np.nan) if reused else 0.0)
 
 
 def param_columns(frame: pd.DataFrame) -> list[str]:
@@ -134,9 +148,10 @@ def comparison_table(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFram
             lambda s: s.iloc[0] if s.nunique() == 1 else
             "oracle" if (s == "oracle").any() else "mixed")
         extra.append("prior_source")
-    if "minutes_per_seed" in frame:
-        table["minutes_per_seed"] = grouped["minutes_per_seed"].mean()
-        extra.append("minutes_per_seed")
+    for cost in ("minutes_per_seed", "gmac_per_seed"):
+        if cost in frame:
+            table[cost] = grouped[cost].mean()
+            extra.append(cost)
     table = table[[*ordered, "n", *extra]].reset_index()
     first = [*by, *extra[:1]]  # the report's order: variant, prior_source, accuracy, ...
     return table[[*first, *[c for c in table.columns if c not in first]]]

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import torch
 
+from pucl.runtime import work
+
 _enabled = [True]
 
 
@@ -67,6 +69,7 @@ class GraphedStep:
         self._eager_calls: dict[tuple, int] = {}
         self._graphs: dict[tuple, tuple[torch.cuda.CUDAGraph, list[torch.Tensor],
                                         torch.Tensor]] = {}
+        self._work: dict[tuple, float] = {}  # MACs a shape's capture counted (runtime.work)
         self._stream: torch.cuda.Stream | None = None
         self._failed = False
 
@@ -82,6 +85,8 @@ class GraphedStep:
             recorded = self._record(key, inputs)
             if recorded is None:
                 return self.step(*inputs)
+        else:  # the capture counted the first replay's work; a replay runs no hooks
+            work.add(self._work[key])
         graph, buffers, output = recorded
         for buffer, value in zip(buffers, inputs, strict=True):
             buffer.copy_(value, non_blocking=True)
@@ -103,7 +108,8 @@ class GraphedStep:
         graph = torch.cuda.CUDAGraph()
         main = torch.cuda.current_stream(inputs[0].device)
         try:
-            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            with work.counting() as tally, torch.cuda.graph(graph,
+                                                            capture_error_mode="thread_local"):
                 output = self.step(*buffers)
         except RuntimeError as err:  # a step that breaks a rule: run it eagerly
             _abandon(graph, main)
@@ -117,6 +123,7 @@ class GraphedStep:
             return None
         self.captures += 1
         COUNTS.recorded += 1
+        self._work[key] = tally.macs  # open tallies counted it once already, as one step
         self._graphs[key] = (graph, buffers, output)
         return self._graphs[key]
 

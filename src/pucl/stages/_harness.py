@@ -20,6 +20,7 @@ from pucl.errors import DEBUG_ENV, PuclError, debugging, disk_full
 from pucl.params.config import Params, load_params
 from pucl.recipe.checks import check_methods, chosen_settings
 from pucl.recipe.settings import flatten
+from pucl.runtime import work
 from pucl.runtime.device import configure
 from pucl.runtime.environment import quiet_defaults
 from pucl.runtime.interrupts import end_on_sigterm, run_status
@@ -46,20 +47,25 @@ def all_params(params: Params) -> dict[str, Any]:
             if not k.startswith("paths.")}
 
 
+WORK = "work_gmac"  # each stage's metrics: its work (pucl.runtime.work)
+
+
 def parent_rollup(stage: str, metrics: dict) -> dict:
     """What a stage adds to its pipeline's parent run, so that one row per pipeline
-    holds the numbers runs are compared by."""
+    holds the numbers runs are compared by: the stage's work as `work_gmac_<stage>`."""
+    work_done = {f"{WORK}_{stage}": metrics[WORK]} if WORK in metrics else {}
     if stage == "evaluate":
-        return metrics
+        return {**{k: v for k, v in metrics.items() if k != WORK}, **work_done}
     if stage == "build_split":
-        return {k: metrics[k] for k in ("gamma", "n_p", "n_u") if k in metrics}
+        return {**{k: metrics[k] for k in ("gamma", "n_p", "n_u") if k in metrics}, **work_done}
     if stage in ("pupl_label", "train_classifier"):  # a collapse shows in the run's row
-        return {k: metrics[k] for k in ("pupl_degenerate", "classifier_degenerate")
-                if k in metrics}
-    if stage == "pretrain":
+        return {**{k: metrics[k] for k in ("pupl_degenerate", "classifier_degenerate")
+                   if k in metrics}, **work_done}
+    if stage == "pretrain":  # an encoder from the cache counts at what it took to train
         return {"pretrain_seconds": metrics.get("train_seconds", float("nan")),
-                "pretrain_reused": metrics.get("reused", 0.0)}
-    return {}
+                "pretrain_gmac": metrics.get("train_gmac", float("nan")),
+                "pretrain_reused": metrics.get("reused", 0.0), **work_done}
+    return work_done
 
 
 @contextmanager
@@ -138,7 +144,9 @@ def execute(name: str, run: Callable[[StageContext], dict], params: Params | Non
                 logged.update({k: v for k, v in methods.items() if k.startswith(f"{section}.")})
             mlrun.log_params(logged)
             ctx = StageContext(name, params, root, mlrun, progress)
-            metrics = run(ctx)
+            with work.counting() as tally:
+                metrics = run(ctx)
+            metrics = {**metrics, WORK: tally.gmac}
             mlrun.log_metrics(metrics)
     except BaseException as exc:
         if owned:

@@ -51,6 +51,17 @@ class PipelineResult:
                 "pretrain_seconds": self.stages.get("pretrain", {}).get("train_seconds")}
 
 
+def rollup(stages: dict[str, dict]) -> dict:
+    """What each stage's metrics give the pipeline's parent run, merged: the one row a
+    comparison reads (pucl.reporting.tables: minutes_per_seed, work_per_seed)."""
+    from pucl.stages._harness import parent_rollup  # torch, MLflow: not needed to read params
+
+    merged: dict = {}
+    for stage, metrics in stages.items():
+        merged.update(parent_rollup(stage, metrics))
+    return merged
+
+
 def read_raw_params(root: Path) -> dict:
     return read_yaml_mapping(root / "params.yaml", "params file")
 

@@ -1,0 +1,89 @@
+"""The work a run does, counted instead of timed: multiply-accumulates (MACs) of every
+convolution and linear layer a network runs, and of the neighbour searches, in GMACs.
+
+A minute measured while other jobs share the cores says as much about them as about the
+run (two runs of one variant on this 2-core machine differed by a quarter), and even a
+process's CPU seconds move by a sixth with the load. The work of the same params is the
+same number on a busy machine and an idle one, so it is what breaks a tie between two
+variants (pucl.reporting.paired_choice). It leaves out what no layer does (augmentation,
+optimiser steps, scikit-learn), which is small beside the networks here.
+
+A training pass counts 3 times its forward MACs (the backward pass costs about two
+forwards); a pass without gradients counts once. Counting is on only inside `counting()`,
+where one global forward hook does it; a step replayed as a CUDA graph runs no Python, so
+pucl.runtime.step_graph adds the work its capture counted at every replay.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+TRAINING_FACTOR = 3  # forward + backward through activations and weights
+
+
+class Tally:
+    """The work done while it is open, in multiply-accumulates."""
+
+    def __init__(self) -> None:
+        self.macs = 0.0
+
+    @property
+    def gmac(self) -> float:
+        return self.macs / 1e9
+
+
+_open: list[Tally] = []
+_hook: torch.utils.hooks.RemovableHandle | None = None
+
+
+def add(macs: float) -> None:
+    """Count work done outside a layer (a matrix product, a search) in every open tally."""
+    for tally in _open:
+        tally.macs += macs
+
+
+def active() -> bool:
+    return bool(_open)
+
+
+def layer_macs(module: nn.Module, output: torch.Tensor) -> float:
+    """One forward call's MACs of a convolution or linear layer (0 for other modules)."""
+    if isinstance(module, nn.modules.conv._ConvNd):
+        per_output = module.in_channels // module.groups * math.prod(module.kernel_size)
+    elif isinstance(module, nn.Linear):
+        per_output = module.in_features
+    else:
+        return 0.0
+    macs = float(output.numel() * per_output)
+    if torch.is_grad_enabled() and module.weight.requires_grad:
+        macs *= TRAINING_FACTOR
+    return macs
+
+
+def _on_forward(module: nn.Module, inputs, output) -> None:
+    if isinstance(output, torch.Tensor):
+        macs = layer_macs(module, output)
+        if macs:
+            add(macs)
+
+
+@contextmanager
+def counting() -> Iterator[Tally]:
+    """A tally of the work done inside the block (nested tallies each count it)."""
+    global _hook
+    tally = Tally()
+    if _hook is None:
+        _hook = nn.modules.module.register_module_forward_hook(_on_forward)
+    _open.append(tally)
+    try:
+        yield tally
+    finally:
+        _open.remove(tally)
+        if not _open and _hook is not None:
+            _hook.remove()
+            _hook = None

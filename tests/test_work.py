@@ -1,0 +1,90 @@
+"""Work counted in multiply-accumulates (pucl.runtime.work) against LeNet-5's MACs worked
+out by hand, a training pass at three forwards, the neighbour search's n_q x n_b x d, and
+a pipeline's work per seed (pucl.reporting.tables.work_per_seed)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from pucl.classify.neighbours import nearest_rows
+from pucl.models.encoders import LeNet5
+from pucl.pretraining.loop import EpochStats, TrainingLoop
+from pucl.reporting.tables import work_per_seed
+from pucl.runtime import work
+from pucl.stages._harness import parent_rollup
+
+# LeNet-5 on 1x28x28, by hand: conv 5x5 1->6 gives 6x24x24 outputs of 25 MACs, conv 5x5
+# 6->16 on 12x12 gives 16x8x8 outputs of 150, then 256->120 and 120->84
+LENET5_MACS = 6 * 24 * 24 * 25 + 16 * 8 * 8 * 150 + 256 * 120 + 120 * 84
+
+
+def test_an_inference_pass_counts_lenet5s_macs_per_image():
+    model = LeNet5((1, 28, 28)).eval()
+    with work.counting() as tally, torch.no_grad():
+        model(torch.zeros(4, 1, 28, 28))
+    assert tally.macs == 4 * LENET5_MACS == pytest.approx(1_123_200)
+    assert tally.gmac == pytest.approx(4 * LENET5_MACS / 1e9)
+
+
+def test_a_training_pass_counts_three_forwards_and_frozen_layers_one():
+    model = LeNet5((1, 28, 28))
+    with work.counting() as tally:
+        model(torch.zeros(2, 1, 28, 28)).sum().backward()
+    assert tally.macs == 2 * work.TRAINING_FACTOR * LENET5_MACS
+    model.requires_grad_(False)
+    with work.counting() as frozen:
+        model(torch.zeros(2, 1, 28, 28))
+    assert frozen.macs == 2 * LENET5_MACS
+
+
+def test_nothing_is_counted_outside_a_tally_and_nested_tallies_each_count():
+    model = LeNet5((1, 28, 28)).eval()
+    with torch.no_grad():
+        with work.counting() as outer:
+            model(torch.zeros(1, 1, 28, 28))
+            with work.counting() as inner:
+                model(torch.zeros(1, 1, 28, 28))
+        assert not work.active()
+        model(torch.zeros(1, 1, 28, 28))  # no hook left behind
+    assert (outer.macs, inner.macs) == (2 * LENET5_MACS, LENET5_MACS)
+
+
+def test_the_neighbour_search_counts_every_query_against_every_bank_row():
+    queries, bank = torch.randn(1500, 8), torch.randn(700, 8)
+    with work.counting() as tally:
+        nearest_rows(queries, bank, 3)
+    assert tally.macs == 1500 * 700 * 8
+
+
+def test_the_training_loop_records_each_epochs_work():
+    """Two full batches of 4 per epoch (the last 2 of 10 rows dropped): 8 training
+    images through LeNet-5 each epoch, the same every epoch."""
+    model = LeNet5((1, 28, 28))
+    images = torch.zeros(10, 1, 28, 28)
+    loop = TrainingLoop(model.parameters(), 2, 1e-3, 0.0, modules=(model,))
+
+    def step(epoch: int, idx: torch.Tensor) -> torch.Tensor:
+        return loop.backward_step(model(images[idx]).pow(2).mean())
+
+    history = loop.run(10, 4, torch.Generator().manual_seed(0), step, state=dict,
+                       load_state=lambda r: None, progress=False)
+    assert [h.gmac for h in history] == [8 * 3 * LENET5_MACS / 1e9] * 2
+    assert math.isnan(EpochStats(1, 0.0, 0.0).gmac)  # epochs restored from a checkpoint
+
+
+def test_a_runs_work_sums_its_stages_and_counts_a_cached_encoder_at_its_own():
+    stages = {"build_split": {"gamma": 1.0, "work_gmac": 0.0},
+              "pretrain": {"train_seconds": 300.0, "train_gmac": 50.0, "reused": 1.0,
+                           "work_gmac": 0.5},
+              "train_classifier": {"work_gmac": 30.0},
+              "evaluate": {"accuracy": 0.9, "work_gmac": 2.0}}
+    rolled = {}
+    for stage, metrics in stages.items():
+        rolled.update(parent_rollup(stage, metrics))
+    assert rolled["accuracy"] == 0.9 and "work_gmac" not in rolled
+    assert work_per_seed(rolled) == pytest.approx(0.5 + 30.0 + 2.0 + 50.0)
+    assert work_per_seed({**rolled, "pretrain_reused": 0.0}) == pytest.approx(32.5)
+    assert math.isnan(work_per_seed({"accuracy": 0.9}))  # recorded before work was counted
