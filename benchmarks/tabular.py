@@ -19,7 +19,8 @@ estimator's default scenario).
    candidate with the highest mean label-free `val_est_accuracy` leads; the others are
    paired with it row for row on each table and seed (pucl.reporting.paired_choice,
    the rule of `pucl compare`): a tie whose candidate costs at most 0.9 of the leader's
-   seconds goes to that cheaper one. No test label takes part.
+   work (GMACs; seconds for fits recorded before work was counted) goes to that cheaper
+   one. No test label takes part.
 2. report (seeds --report, which took no part in the choice): on every table (or those
    of --report-tables), the defaults as they are (`PUClassifier()`), the chosen
    candidate refit on every row (validation_fraction 0), each peer with the prior the
@@ -59,6 +60,7 @@ from pucl import PUClassifier
 from pucl.io import atomic_path
 from pucl.recipe.by_input import for_inputs
 from pucl.reporting.paired_choice import choose_paired
+from pucl.runtime import work
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file
 from _commit import TEXT_COLUMNS, current_commit  # noqa: E402
@@ -223,8 +225,9 @@ def fit_pucl(table: str, seed: int, params: dict, validation: dict | None = None
              scores_to: Path | None = None):
     x, s, y, x_test, y_test = pu_rows(table, seed)
     start = time.perf_counter()
-    clf = PUClassifier(random_state=seed, progress=False, **(validation or {}),
-                       **params).fit(x, s)
+    with work.counting() as tally:
+        clf = PUClassifier(random_state=seed, progress=False, **(validation or {}),
+                           **params).fit(x, s)
     seconds = time.perf_counter() - start
     estimates = getattr(clf, "estimates_", {})
     if scores_to is not None and estimates:
@@ -234,10 +237,10 @@ def fit_pucl(table: str, seed: int, params: dict, validation: dict | None = None
     return {"accuracy": float((clf.predict(x_test) == y_test).mean()),
             "prior": float(clf.prior_), "true_prior": float(y.mean()),
             "val_est_accuracy": estimates.get("val_est_accuracy", np.nan),
-            "seconds": seconds}
+            "seconds": seconds, "gmac": tally.gmac}
 
 
-MEASURED = ("accuracy", "prior", "true_prior", "val_est_accuracy", "seconds")
+MEASURED = ("accuracy", "prior", "true_prior", "val_est_accuracy", "seconds", "gmac")
 
 
 def resolved_recipe(params: dict, table: str, seed: int):
@@ -309,9 +312,12 @@ def chosen(frame: pd.DataFrame, scores_of: Callable[[str], pd.DataFrame | None] 
 def paired_choice(choose: pd.DataFrame, scores_of: Callable[[str], pd.DataFrame | None]):
     """(one row per candidate, the PairedChoice over it): each table and seed one paired
     part, as a seed is in `pucl compare`."""
+    if "gmac" not in choose:  # fits recorded before work was counted: tied by seconds
+        choose = choose.assign(gmac=np.nan)
     table = choose.groupby("method", sort=False).agg(
         val_est_accuracy=("val_est_accuracy", "mean"), test_accuracy=("accuracy", "mean"),
-        minutes_per_seed=("seconds", lambda v: v.mean() / 60)).reset_index()
+        minutes_per_seed=("seconds", lambda v: v.mean() / 60),
+        gmac_per_seed=("gmac", "mean")).reset_index()
     runs = choose.assign(**{"base.seed": choose.table + "|" + choose.seed.astype(str),
                             "run_id": choose.scores, "val_prior": choose.prior})
     return table, choose_paired(table, runs, ["method"], scores_of)
@@ -403,7 +409,7 @@ def _report_seed(rows: Rows, table: str, seed: int, best: str, commit: str, bar)
     # fits a new row; rows kept from before the key held one have settings {}.
     same = same_recipe(params, {}, table, seed)
     run(rows, key("pucl_defaults", "estimated", defaults_key(table, seed)),
-        (lambda: {name: mine[name] for name in (*MEASURED, "commit")}) if same
+        (lambda: {name: mine.get(name, np.nan) for name in (*MEASURED, "commit")}) if same
         else partial(fit_pucl, table, seed, {}), commit, bar)
     true_prior = mine["true_prior"]
     run(rows, key(f"pucl:{best}", "true", {**params, "prior": true_prior}),
