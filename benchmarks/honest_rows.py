@@ -168,9 +168,9 @@ def choose(rows: pd.DataFrame, preset: str, settings: str, seeds: list[int],
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per preset and settings that has reported seeds: the chosen variant, its
-    test accuracy on the reported seeds (mean, std, n, minutes per seed), and how its
-    validation estimate fared against the validation rows' hidden labels on every seed
-    it ran (mean absolute miss, intervals holding the truth)."""
+    test accuracy on the reported seeds (mean, std, n, minutes and work per seed), and
+    how its validation estimate fared against the validation rows' hidden labels on
+    every seed it ran (mean absolute miss, intervals holding the truth)."""
     out = []
     reported = report_settings(rows)
     for _, group in rows.groupby(["preset", "settings"], sort=False):
@@ -197,6 +197,7 @@ def headline(group: pd.DataFrame, report: pd.DataFrame) -> dict:
             "report_seeds": " ".join(map(str, sorted(report["seed"]))),
             "accuracy": report["accuracy"].mean(), "accuracy_std": report["accuracy"].std(ddof=0),
             "n": len(report), "minutes_per_seed": report["minutes"].mean(),
+            "gmac_per_seed": report["gmac"].mean() if "gmac" in report else float("nan"),
             "est_abs_miss": (runs["val_est_accuracy"] - runs["val_true_accuracy"]).abs().mean(),
             "est_intervals_held": f"{int(held.sum())}/{len(runs)}",
             "commit": " ".join(sorted(pd.concat([group[group["role"] == "choose"], report])
