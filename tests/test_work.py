@@ -5,6 +5,7 @@ a pipeline's work per seed (pucl.reporting.tables.work_per_seed)."""
 from __future__ import annotations
 
 import math
+import threading
 
 import pytest
 import torch
@@ -50,6 +51,29 @@ def test_nothing_is_counted_outside_a_tally_and_nested_tallies_each_count():
         assert not work.active()
         model(torch.zeros(1, 1, 28, 28))  # no hook left behind
     assert (outer.macs, inner.macs) == (2 * LENET5_MACS, LENET5_MACS)
+
+
+def test_tallies_of_two_threads_count_apart():
+    """Two stages run in threads of one process: each tally counts its own thread's
+    passes (batches of 1 and 3), and the hook goes when the last tally closes."""
+    model = LeNet5((1, 28, 28)).eval()
+    both_open = threading.Barrier(2)
+    counted = {}
+
+    def stage(rows: int) -> None:
+        with work.counting() as tally, torch.no_grad():
+            both_open.wait()
+            model(torch.zeros(rows, 1, 28, 28))
+            both_open.wait()
+        counted[rows] = tally.macs
+
+    threads = [threading.Thread(target=stage, args=(rows,)) for rows in (1, 3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counted == {1: LENET5_MACS, 3: 3 * LENET5_MACS}
+    assert work._hook is None
 
 
 def test_the_neighbour_search_counts_every_query_against_every_bank_row():

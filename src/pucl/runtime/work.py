@@ -17,6 +17,7 @@ pucl.runtime.step_graph adds the work its capture counted at every replay.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -37,18 +38,29 @@ class Tally:
         return self.macs / 1e9
 
 
-_open: list[Tally] = []
+# tallies are per thread (two stages run in threads of one process count apart); the one
+# global hook is installed while any thread has a tally open
+_local = threading.local()
+_lock = threading.Lock()
 _hook: torch.utils.hooks.RemovableHandle | None = None
+_users = 0
+
+
+def _tallies() -> list[Tally]:
+    if not hasattr(_local, "open"):
+        _local.open = []
+    return _local.open
 
 
 def add(macs: float) -> None:
-    """Count work done outside a layer (a matrix product, a search) in every open tally."""
-    for tally in _open:
+    """Count work done outside a layer (a matrix product, a search) in every tally open
+    in this thread."""
+    for tally in _tallies():
         tally.macs += macs
 
 
 def active() -> bool:
-    return bool(_open)
+    return bool(_tallies())
 
 
 def layer_macs(module: nn.Module, output: torch.Tensor) -> float:
@@ -74,16 +86,21 @@ def _on_forward(module: nn.Module, inputs, output) -> None:
 
 @contextmanager
 def counting() -> Iterator[Tally]:
-    """A tally of the work done inside the block (nested tallies each count it)."""
-    global _hook
+    """A tally of the work done in this thread inside the block (nested tallies each
+    count it)."""
+    global _hook, _users
     tally = Tally()
-    if _hook is None:
-        _hook = nn.modules.module.register_module_forward_hook(_on_forward)
-    _open.append(tally)
+    with _lock:
+        if _hook is None:
+            _hook = nn.modules.module.register_module_forward_hook(_on_forward)
+        _users += 1
+    _tallies().append(tally)
     try:
         yield tally
     finally:
-        _open.remove(tally)
-        if not _open and _hook is not None:
-            _hook.remove()
-            _hook = None
+        _tallies().remove(tally)
+        with _lock:
+            _users -= 1
+            if _users == 0 and _hook is not None:
+                _hook.remove()
+                _hook = None
