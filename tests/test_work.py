@@ -76,6 +76,19 @@ def test_tallies_of_two_threads_count_apart():
     assert work._hook is None
 
 
+def test_an_export_inside_a_tally_keeps_its_dynamic_batch_and_counts_nothing():
+    """A stage logs its model as a torch.export program while its work is counted: the
+    count must not read the traced (symbolic) batch size, which would pin the program
+    to the example's batch, and a trace runs no work."""
+    model = LeNet5((1, 28, 28)).eval()
+    with work.counting() as tally:
+        program = torch.export.export(model, (torch.zeros(8, 1, 28, 28),),
+                                      dynamic_shapes=({0: torch.export.Dim("batch")},))
+    assert tally.macs == 0
+    x = torch.randn(3, 1, 28, 28)
+    torch.testing.assert_close(program.module()(x), model(x))
+
+
 def test_the_neighbour_search_counts_every_query_against_every_bank_row():
     queries, bank = torch.randn(1500, 8), torch.randn(700, 8)
     with work.counting() as tally:

@@ -78,10 +78,13 @@ def layer_macs(module: nn.Module, output: torch.Tensor) -> float:
 
 
 def _on_forward(module: nn.Module, inputs, output) -> None:
-    if isinstance(output, torch.Tensor):
-        macs = layer_macs(module, output)
-        if macs:
-            add(macs)
+    # a trace (torch.export of a logged model, torch.compile) runs no work, and reading
+    # its symbolic batch size here would pin the exported program to that size
+    if torch.compiler.is_compiling() or not isinstance(output, torch.Tensor):
+        return
+    macs = layer_macs(module, output)
+    if macs:
+        add(macs)
 
 
 @contextmanager
