@@ -11,36 +11,26 @@ only their own work.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from pucl.runtime.thread_stack import ThreadStack
+
 Listener = Callable[[dict[str, Any]], None]
-_local = threading.local()
-
-
-def _listeners() -> list[Listener]:
-    if not hasattr(_local, "listeners"):
-        _local.listeners = []
-    return _local.listeners
+_listeners: ThreadStack[Listener] = ThreadStack()
 
 
 def report(**event: Any) -> None:
-    for listener in list(_listeners()):
+    for listener in list(_listeners.items()):
         listener(event)
 
 
-@contextmanager
-def listening(listener: Listener) -> Iterator[Listener]:
+def listening(listener: Listener) -> AbstractContextManager[Listener]:
     """Send every event reported in this thread to `listener` while the block runs."""
-    _listeners().append(listener)
-    try:
-        yield listener
-    finally:
-        _listeners().remove(listener)
+    return _listeners.pushed(listener)
 
 
 class EpochBar:

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+from pucl.runtime.thread_stack import ThreadStack
+
 TRAINING_FACTOR = 3  # forward + backward through activations and weights
 
 
@@ -40,27 +42,21 @@ class Tally:
 
 # tallies are per thread (two stages run in threads of one process count apart); the one
 # global hook is installed while any thread has a tally open
-_local = threading.local()
+_tallies: ThreadStack[Tally] = ThreadStack()
 _lock = threading.Lock()
 _hook: torch.utils.hooks.RemovableHandle | None = None
 _users = 0
 
 
-def _tallies() -> list[Tally]:
-    if not hasattr(_local, "open"):
-        _local.open = []
-    return _local.open
-
-
 def add(macs: float) -> None:
     """Count work done outside a layer (a matrix product, a search) in every tally open
     in this thread."""
-    for tally in _tallies():
+    for tally in _tallies.items():
         tally.macs += macs
 
 
 def active() -> bool:
-    return bool(_tallies())
+    return bool(_tallies.items())
 
 
 def layer_macs(module: nn.Module, output: torch.Tensor) -> float:
@@ -97,11 +93,10 @@ def counting() -> Iterator[Tally]:
         if _hook is None:
             _hook = nn.modules.module.register_module_forward_hook(_on_forward)
         _users += 1
-    _tallies().append(tally)
     try:
-        yield tally
+        with _tallies.pushed(tally):
+            yield tally
     finally:
-        _tallies().remove(tally)
         with _lock:
             _users -= 1
             if _users == 0 and _hook is not None:
