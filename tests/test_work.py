@@ -113,15 +113,21 @@ def test_the_training_loop_records_each_epochs_work():
 
 
 def test_a_runs_work_sums_its_stages_and_counts_a_cached_encoder_at_its_own():
-    stages = {"build_split": {"gamma": 1.0, "work_gmac": 0.0},
-              "pretrain": {"train_seconds": 300.0, "train_gmac": 50.0, "reused": 1.0,
-                           "work_gmac": 0.5},
-              "train_classifier": {"work_gmac": 30.0},
-              "evaluate": {"accuracy": 0.9, "work_gmac": 2.0}}
-    rolled = {}
-    for stage, metrics in stages.items():
-        rolled.update(parent_rollup(stage, metrics))
-    assert rolled["accuracy"] == 0.9 and "work_gmac" not in rolled
-    assert work_per_seed(rolled) == pytest.approx(0.5 + 30.0 + 2.0 + 50.0)
-    assert work_per_seed({**rolled, "pretrain_reused": 0.0}) == pytest.approx(32.5)
+    def rolled(pretrain: dict) -> dict:
+        stages = {"build_split": {"gamma": 1.0, "work_gmac": 0.0},
+                  "pretrain": {"train_seconds": 300.0, **pretrain},
+                  "train_classifier": {"work_gmac": 30.0},
+                  "evaluate": {"accuracy": 0.9, "work_gmac": 2.0}}
+        merged = {}
+        for stage, metrics in stages.items():
+            merged.update(parent_rollup(stage, metrics))
+        return merged
+
+    fresh = rolled({"train_gmac": 50.0, "reused": 0.0, "work_gmac": 50.2})
+    assert fresh["accuracy"] == 0.9 and "work_gmac" not in fresh
+    assert work_per_seed(fresh) == pytest.approx(50.2 + 30.0 + 2.0)  # the stage did more
+    cached = rolled({"train_gmac": 50.0, "reused": 1.0, "work_gmac": 0.1})
+    assert work_per_seed(cached) == pytest.approx(50.0 + 30.0 + 2.0)  # what it took to train
+    older = rolled({"train_gmac": float("nan"), "reused": 1.0, "work_gmac": 0.1})
+    assert math.isnan(work_per_seed(older))  # a cache entry without its work
     assert math.isnan(work_per_seed({"accuracy": 0.9}))  # recorded before work was counted

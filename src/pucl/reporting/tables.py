@@ -87,14 +87,20 @@ def minutes_per_seed(minutes: float | None, metrics: dict[str, float]) -> float:
 
 def work_per_seed(metrics: dict[str, float]) -> float:
     """A pipeline run's work in GMACs (pucl.runtime.work): the sum of its stages'
-    (`work_gmac_<stage>`), with a pretraining restored from the cache counted at what it
-    took to train; nan for a run recorded before work was counted, or whose cached
-    encoder did not record its own."""
-    stages = [v for k, v in metrics.items() if k.startswith("work_gmac_")]
+    (`work_gmac_<stage>`), with the pretraining counted at what its encoders took to
+    train (`pretrain_gmac`, theirs whether trained now or restored from the cache) where
+    that is more than the stage did; nan for a run recorded before work was counted, or
+    whose encoders all came from a cache entry that did not record its own."""
+    stages = {k: v for k, v in metrics.items() if k.startswith("work_gmac_")}
     if not stages:
         return np.nan
-    reused = metrics.get("pretrain_reused", 0.0) == 1.0
-    return float(sum(stages)) + (metrics.get("pretrain_gmac", np.nan) if reused else 0.0)
+    pretrain = stages.pop("work_gmac_pretrain", 0.0)
+    trained = metrics.get("pretrain_gmac", np.nan)
+    if not np.isnan(trained):
+        pretrain = max(pretrain, trained)
+    elif metrics.get("pretrain_reused", 0.0) == 1.0:
+        return np.nan
+    return float(sum(stages.values()) + pretrain)
 
 
 def param_columns(frame: pd.DataFrame) -> list[str]:
