@@ -26,6 +26,7 @@ class PipelineRun:
     minutes: float  # wall time
     kept: pd.DataFrame | None = None  # the one table asked for by `keep`
     stage_minutes: dict[str, float] | None = None  # wall time of each stage
+    shipped: str = "refit"  # classifier.shipped as the run resolved it
 
     def stage_minutes_json(self) -> str:
         """Each stage's minutes, for a CSV cell (where a run's time went)."""
@@ -61,7 +62,8 @@ def run_once(overrides: dict, seed: int, name: str, cache: Path | None = None,
         kept = (pd.read_csv(Path(tmp) / getattr(params.paths, keep[0]) / keep[1])
                 if keep else None)
         return PipelineRun(read("evaluate", "metrics.json"), read("split", "summary.json"),
-                           result.stages, minutes, kept, stage_minutes)
+                           result.stages, minutes, kept, stage_minutes,
+                           params.classifier.shipped)
 
 
 class RunsBar:

@@ -63,7 +63,26 @@ from _commit import TEXT_COLUMNS, current_commit  # noqa: E402
 from _pipeline import RunsBar, run_once  # noqa: E402
 
 KEY = ["preset", "variant", "settings", "seed"]
+# the model a reported run's test accuracy is of (column `model`): trained on every row
+# (`refit`), with a validation part held out (`held_out`), or under split.folds the folds'
+# shipped model (`folds_refit`, `folds_ensemble`); rows written before the column by role
 REPORTED_MODEL = {"report": "held_out", "refit": "refit"}
+MODEL_SAYS = {"refit": "refit on all of P and U", "held_out": "validation part held out",
+              "folds_refit": "refit on all of P and U, estimated by its folds",
+              "folds_ensemble": "the folds' ensemble"}
+
+
+def reported_model(metrics: dict, shipped: str) -> str:
+    """A run's model, from its evaluate metrics and classifier.shipped (MODEL_SAYS)."""
+    if int(metrics.get("val_folds", 0) or 0) > 0:
+        return f"folds_{shipped}"
+    return "held_out" if metrics.get("val_n_p", 0) else "refit"
+
+
+def models_of(rows: pd.DataFrame) -> pd.Series:
+    """Each row's model: its own `model`, else (rows written before it) by its role."""
+    by_role = rows["role"].map(REPORTED_MODEL)
+    return rows["model"].fillna(by_role) if "model" in rows else by_role
 
 
 def candidates(preset: str, wanted: list[str] | None) -> dict[str, dict]:
@@ -95,7 +114,7 @@ def run_one(overrides: dict, seed: int, cache: Path) -> tuple[dict, pd.DataFrame
             "val_true_accuracy", "accuracy", "prior_estimate", "prior_true", "val_prior")
     return ({**{k: metrics.get(k, float("nan")) for k in keep},
              "minutes": minutes_per_seed(run.minutes, stages),
-             "gmac": work_per_seed(stages),
+             "gmac": work_per_seed(stages), "model": reported_model(metrics, run.shipped),
              "stage_minutes": run.stage_minutes_json()}, run.kept)
 
 
@@ -172,14 +191,12 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     how its validation estimate fared against the validation rows' hidden labels on
     every seed it ran (mean absolute miss, intervals holding the truth)."""
     out = []
-    reported = report_settings(rows)
+    reported, models = report_settings(rows), models_of(rows)
     for _, group in rows.groupby(["preset", "settings"], sort=False):
-        for role, model in REPORTED_MODEL.items():
-            runs = group[group["role"] == role]
-            for extra in reported[runs.index].unique():
-                report = runs[reported[runs.index] == extra]
-                out.append({**headline(group, report), "model": model,
-                            "report_settings": extra})
+        runs = group[group["role"].isin(list(REPORTED_MODEL))]
+        for (model, extra), report in runs.groupby([models[runs.index],
+                                                    reported[runs.index]], sort=False):
+            out.append({**headline(group, report), "model": model, "report_settings": extra})
     return pd.DataFrame(out)
 
 
@@ -280,13 +297,18 @@ def main() -> None:
     summary = summarise(read_rows(args.out))
     with atomic_path(summary_path(args.out)) as tmp:
         summary.to_csv(tmp, index=False, float_format="%.4f")
+    rows = read_rows(args.out)
+    these = rows[(rows["preset"] == args.preset) & (rows["settings"] == settings)
+                 & (rows["role"] == role) & (report_settings(rows) == reported)
+                 & rows["seed"].isin(args.report)]
+    model = models_of(rows)[these.index[-1]]
     mine = summary[(summary["preset"] == args.preset) & (summary["settings"] == settings)
-                   & (summary["model"] == REPORTED_MODEL[role])
+                   & (summary["model"] == model)
                    & (summary["report_settings"] == reported)].iloc[0]
     if " " in mine["commit"]:  # resumed across commits: say so, the rows stay
         print(f"note: these rows were measured at commits {mine['commit']}")
-    trained = "refit on all of P and U" if args.refit else "validation part held out"
-    print(f"{mine['variant']} ({trained}) on fresh seeds {mine['report_seeds']}: test accuracy "
+    print(f"{mine['variant']} ({MODEL_SAYS.get(model, model)}) on fresh seeds "
+          f"{mine['report_seeds']}: test accuracy "
           f"{100 * mine['accuracy']:.2f} +- {100 * mine['accuracy_std']:.2f} (n {mine['n']}), "
           f"{mine['minutes_per_seed']:.1f} min per seed; its estimate missed by "
           f"{mine['est_abs_miss']:.3f} on average, intervals held {mine['est_intervals_held']}")

@@ -83,6 +83,26 @@ def test_refit_rows_are_their_own_headline_and_the_estimate_reads_the_runs_that_
     assert (fresh["commit"], summary.loc["held_out", "commit"]) == ("c1 c2", "c1")
 
 
+def test_each_run_names_its_model_and_the_summary_keeps_models_apart(honest):
+    """Under split.folds a run without refit ships the folds' ensemble, not a model that
+    held a validation part out: the rows say which, and the summary has a line each."""
+    assert honest.reported_model({"val_folds": 2, "val_n_p": 1000}, "ensemble") \
+        == "folds_ensemble"
+    assert honest.reported_model({"val_folds": 0, "val_n_p": 100}, "refit") == "held_out"
+    assert honest.reported_model({"val_folds": 0, "val_n_p": 0}, "refit") == "refit"
+    rows = pd.DataFrame([
+        row("a", 0, "choose", 0.90, 0.50, 0.92),
+        {**row("a", 3, "report", 0.95, 0.90, 0.92), "model": "folds_ensemble"},
+        {**row("a", 4, "report", 0.95, 0.80, 0.92), "model": "folds_ensemble"},
+        row("a", 5, "report", 0.95, 0.70, 0.92),  # written before the column: by role
+        refit("a", 3, 0.93)])
+    summary = honest.summarise(rows).set_index("model")
+    assert sorted(summary.index) == ["folds_ensemble", "held_out", "refit"]
+    assert summary.loc["folds_ensemble", "report_seeds"] == "3 4"
+    assert summary.loc["folds_ensemble", "accuracy"] == pytest.approx(0.85)
+    assert summary.loc["held_out", "report_seeds"] == "5"
+
+
 def test_a_refit_run_is_not_the_run_that_held_the_validation_part_out(honest):
     rows = pd.DataFrame([row("a", 3, "report", 0.9, 0.9, 0.9)])
     assert honest.measured(rows, "p", "a", "default", 3)
