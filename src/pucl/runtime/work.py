@@ -61,7 +61,7 @@ def active() -> bool:
 
 def layer_macs(module: nn.Module, output: torch.Tensor) -> float:
     """One forward call's MACs of a convolution or linear layer (0 for other modules)."""
-    if isinstance(module, nn.modules.conv._ConvNd):
+    if isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
         per_output = module.in_channels // module.groups * math.prod(module.kernel_size)
     elif isinstance(module, nn.Linear):
         per_output = module.in_features
