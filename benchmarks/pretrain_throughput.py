@@ -7,7 +7,8 @@ eager mode). Rounds alternate between the levers so a busy machine slows all ali
     OMP_WAIT_POLICY=PASSIVE python benchmarks/pretrain_throughput.py [--steps 20] [--rounds 3]
 
 Levers: channels_last memory format, torch.compile (its compile time reported apart),
-batch 256 / 1024, 1 thread, and the wider encoder lenet5_wide. Synthetic 28x28 uint8
+batch 256 / 1024, 1 thread, the wider encoder lenet5_wide, and the work counter every
+stage runs under (pucl.runtime.work: its forward hook's cost). Synthetic 28x28 uint8
 images: the step's cost does not depend on their content. One row per lever is written
 to reports/encoder/throughput.csv, with the 60,000-image epoch time it implies.
 """
@@ -15,6 +16,7 @@ to reports/encoder/throughput.csv, with the 60,000-image epoch time it implies.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from dataclasses import dataclass, replace
@@ -28,6 +30,7 @@ from pucl.data.augment import AffineJitter
 from pucl.losses import make_loss
 from pucl.models import ContrastiveModel
 from pucl.pretraining.loop import two_views
+from pucl.runtime import work
 from pucl.runtime.device import seeded_generator
 
 OUT = Path(__file__).resolve().parents[1] / "reports" / "encoder" / "throughput.csv"
@@ -42,6 +45,7 @@ class Lever:
     threads: int = 2
     channels_last: bool = False
     compile: bool = False
+    counted: bool = False  # inside pucl.runtime.work.counting(), as in a pipeline stage
 
 
 DEFAULT = Lever("default")
@@ -50,7 +54,8 @@ LEVERS = (DEFAULT, replace(DEFAULT, name="channels_last", channels_last=True),
           replace(DEFAULT, name="batch 256", batch=256),
           replace(DEFAULT, name="batch 1024", batch=1024),
           replace(DEFAULT, name="1 thread", threads=1),
-          replace(DEFAULT, name="lenet5_wide", encoder="lenet5_wide"))
+          replace(DEFAULT, name="lenet5_wide", encoder="lenet5_wide"),
+          replace(DEFAULT, name="work counted", counted=True))
 
 
 class Runner:
@@ -85,10 +90,11 @@ class Runner:
 
     def rate(self, steps: int) -> float:
         torch.set_num_threads(self.lever.threads)
-        start = time.perf_counter()
-        for _ in range(steps):
-            self.step()
-        return steps * self.lever.batch / (time.perf_counter() - start)
+        with work.counting() if self.lever.counted else contextlib.nullcontext():
+            start = time.perf_counter()
+            for _ in range(steps):
+                self.step()
+            return steps * self.lever.batch / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -96,6 +102,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"the CSV (default {OUT.name})")
     args = parser.parse_args()
     generator = torch.Generator().manual_seed(0)
     images = torch.randint(0, 256, (8192, 1, 28, 28), dtype=torch.uint8, generator=generator)
@@ -122,7 +129,8 @@ def main() -> None:
         rate = statistics.median(rates[lever.name])
         rows.append({"lever": lever.name, "encoder": lever.encoder, "batch": lever.batch,
                      "threads": lever.threads, "channels_last": lever.channels_last,
-                     "compile": lever.compile, "images_per_s": round(rate),
+                     "compile": lever.compile, "counted": lever.counted,
+                     "images_per_s": round(rate),
                      "ratio_to_default": round(rate / base, 3),
                      "epoch_s_60k": round(EPOCH_IMAGES / rate, 1),
                      "warmup_s": round(warmup[lever.name], 1)})
@@ -130,9 +138,9 @@ def main() -> None:
     print(f"pretraining step, 28x28, median of {args.rounds} rounds x {args.steps} steps")
     print(table.to_string(index=False))
     if not args.no_write:
-        OUT.parent.mkdir(parents=True, exist_ok=True)
-        with_commit(table).to_csv(OUT, index=False)
-        print(f"written: {OUT}")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with_commit(table).to_csv(args.out, index=False)
+        print(f"written: {args.out}")
 
 
 if __name__ == "__main__":
