@@ -112,6 +112,7 @@ class GraphedStep:
                                                             capture_error_mode="thread_local"):
                 output = self.step(*buffers)
         except RuntimeError as err:  # a step that breaks a rule: run it eagerly
+            work.add(-tally.macs)  # the eager call that follows does this step's work
             _abandon(graph, main)
             self._failed = True
             COUNTS.failed += 1

@@ -55,9 +55,6 @@ def add(macs: float) -> None:
         tally.macs += macs
 
 
-def active() -> bool:
-    return bool(_tallies.items())
-
 
 def layer_macs(module: nn.Module, output: torch.Tensor) -> float:
     """One forward call's MACs of a convolution or linear layer (0 for other modules)."""

@@ -52,20 +52,21 @@ WORK = "work_gmac"  # each stage's metrics: its work (pucl.runtime.work)
 
 def parent_rollup(stage: str, metrics: dict) -> dict:
     """What a stage adds to its pipeline's parent run, so that one row per pipeline
-    holds the numbers runs are compared by: the stage's work as `work_gmac_<stage>`."""
-    work_done = {f"{WORK}_{stage}": metrics[WORK]} if WORK in metrics else {}
+    holds the numbers runs are compared by, and the stage's work as `work_gmac_<stage>`."""
     if stage == "evaluate":
-        return {**{k: v for k, v in metrics.items() if k != WORK}, **work_done}
-    if stage == "build_split":
-        return {**{k: metrics[k] for k in ("gamma", "n_p", "n_u") if k in metrics}, **work_done}
-    if stage in ("pupl_label", "train_classifier"):  # a collapse shows in the run's row
-        return {**{k: metrics[k] for k in ("pupl_degenerate", "classifier_degenerate")
-                   if k in metrics}, **work_done}
-    if stage == "pretrain":  # an encoder from the cache counts at what it took to train
-        return {"pretrain_seconds": metrics.get("train_seconds", float("nan")),
-                "pretrain_gmac": metrics.get("train_gmac", float("nan")),
-                "pretrain_reused": metrics.get("reused", 0.0), **work_done}
-    return work_done
+        own = {k: v for k, v in metrics.items() if k != WORK}
+    elif stage == "build_split":
+        own = {k: metrics[k] for k in ("gamma", "n_p", "n_u") if k in metrics}
+    elif stage in ("pupl_label", "train_classifier"):  # a collapse shows in the run's row
+        own = {k: metrics[k] for k in ("pupl_degenerate", "classifier_degenerate")
+               if k in metrics}
+    elif stage == "pretrain":  # an encoder from the cache counts at what it took to train
+        own = {"pretrain_seconds": metrics.get("train_seconds", float("nan")),
+               "pretrain_gmac": metrics.get("train_gmac", float("nan")),
+               "pretrain_reused": metrics.get("reused", 0.0)}
+    else:
+        own = {}
+    return {**own, **({f"{WORK}_{stage}": metrics[WORK]} if WORK in metrics else {})}
 
 
 @contextmanager
