@@ -49,7 +49,7 @@ def test_params_yaml_stays_short():
     ({"pretrain": {"members": 17}}, "pretrain.members.*less than or equal to 16"),
     ({"sweep": {}}, "unknown parameter 'sweep'"),
     ({"classifier": {"p_batch_ratio": 0}}, "classifier.p_batch_ratio.*greater than 0"),
-    ({"classifier": {"p_batch_ratio": 2}}, "classifier.p_batch_ratio.*less than or equal to 1"),
+    ({"classifier": {"p_batch_ratio": 9}}, "classifier.p_batch_ratio.*less than or equal to 8"),
 ])
 def test_bad_params_are_named(raw, message):
     from pucl.recipe.checks import check_methods

@@ -75,16 +75,16 @@ def train_linear_head(
 
 class PUBatches:
     """Index batches for a PU risk: an epoch is one shuffled pass over U, and each batch
-    of U is paired with a batch of P `p_ratio` times as large (at least one row; 1: as
-    large), drawn without replacement and reshuffled whenever P runs out (P is usually
+    of U is paired with a batch of P `p_ratio` times as large (at least one row, at most
+    all of P; 1: as large), drawn without replacement and reshuffled whenever P runs out (P is usually
     much smaller than U, and a batch without positives has no positive risk). Each risk
     term is a mean over its own batch, so the ratio changes the gradient's noise and the
     step's cost, not what the risk estimates."""
 
     def __init__(self, n_p: int, n_u: int, batch_size: int, generator: torch.Generator,
                  p_ratio: float = 1.0):
-        if not 0.0 < p_ratio <= 1.0:
-            raise ValueError(f"p_ratio must be in (0, 1], got {p_ratio}")
+        if not p_ratio > 0.0:
+            raise ValueError(f"p_ratio must be above 0, got {p_ratio}")
         self.n_p, self.n_u = n_p, n_u
         self.batch = min(batch_size, n_u)
         self.p_ratio = p_ratio
