@@ -48,8 +48,6 @@ def test_params_yaml_stays_short():
     ({"pretrain": {"seed": -1}}, "pretrain.seed.*greater than or equal to 0"),
     ({"pretrain": {"members": 17}}, "pretrain.members.*less than or equal to 16"),
     ({"sweep": {}}, "unknown parameter 'sweep'"),
-    ({"classifier": {"p_batch_ratio": 0}}, "classifier.p_batch_ratio.*greater than 0"),
-    ({"classifier": {"p_batch_ratio": 9}}, "classifier.p_batch_ratio.*less than or equal to 8"),
 ])
 def test_bad_params_are_named(raw, message):
     from pucl.recipe.checks import check_methods

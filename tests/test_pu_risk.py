@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pucl.classify.linear import LinearSettings, PUBatches, train_linear_head, train_pu_head
+from pucl.classify.linear import LinearSettings, train_linear_head, train_pu_head
 from pucl.classify.pu_risk import pu_risk
 
 
@@ -188,46 +188,5 @@ def test_a_dist_head_predicts_the_prior_share_of_u_on_separable_data():
                                  torch.Generator().manual_seed(0), progress=False,
                                  entropy=0.002)
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
-    assert float(((head.positive_score(x_test) >= 0.5) == y_test).mean()) > 0.95
-    assert abs(float((head.positive_score(x_u) >= 0.5).mean()) - 0.4) < 0.03
-
-
-@pytest.mark.parametrize("ratio", [1.0, 0.25, 0.01, 2.0, 8.0])
-def test_pu_batches_pair_each_u_batch_with_ratio_times_as_many_positives(ratio):
-    """An epoch is one pass over U; each batch takes round(ratio x its U rows) positives
-    (at least one, at most P), and P is dealt without replacement: every positive comes
-    once before any comes twice."""
-    n_p, n_u, batch = 70, 1000, 128
-    batches = PUBatches(n_p, n_u, batch, torch.Generator().manual_seed(3), ratio)
-    dealt = []
-    for _ in range(3):
-        seen_u = []
-        for idx_p, idx_u in batches.epoch():
-            assert len(idx_p) == min(max(1, round(len(idx_u) * ratio)), n_p)
-            seen_u += idx_u.tolist()
-            dealt += idx_p.tolist()
-        assert sorted(seen_u) == list(range(n_u))
-    # the batches of one shuffle of P deal distinct positives
-    take = min(max(1, round(batch * ratio)), n_p)
-    first_shuffle = dealt[:(n_p // take) * take]
-    assert len(set(first_shuffle)) == len(first_shuffle) > 0
-
-
-@pytest.mark.parametrize("ratio", [0.0, -0.5])
-def test_pu_batches_refuse_a_ratio_of_0_or_below(ratio):
-    with pytest.raises(ValueError, match="p_ratio"):
-        PUBatches(10, 100, 32, torch.Generator().manual_seed(0), ratio)
-
-
-@pytest.mark.parametrize("ratio", [0.25, 2.0])
-def test_another_share_of_positives_per_batch_still_learns_the_prior_share(ratio):
-    """Fewer positives per batch change the gradient's noise, not what the risk
-    estimates: the dist head still separates the classes and calls the prior's share
-    of U positive (and so with twice as many)."""
-    x_p, x_u, x_test, y_test = separable_pu()
-    settings = LinearSettings(epochs=30, lr=0.05, weight_decay=0.0, batch_size=256,
-                              p_ratio=ratio)
-    head, _ = train_pu_head(x_p, x_u, 0.4, "dist", settings,
-                            torch.Generator().manual_seed(0), progress=False, entropy=0.002)
     assert float(((head.positive_score(x_test) >= 0.5) == y_test).mean()) > 0.95
     assert abs(float((head.positive_score(x_u) >= 0.5).mean()) - 0.4) < 0.03

@@ -32,7 +32,6 @@ class FinetuneSettings:
     lr: float
     weight_decay: float
     batch_size: int
-    p_ratio: float = 1.0  # labelled positives per unlabeled row in a PU batch (PUBatches)
 
 
 # an objective maps a batch's inputs to (what to minimise, what to report); an epoch's
@@ -152,8 +151,7 @@ def finetune(
                                             settings.batch_size, augment, generator)
     else:
         positive, unlabeled = on_device(device, generator, positive, unlabeled)
-        batches = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator,
-                            settings.p_ratio)
+        batches = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator)
         objective, epoch_inputs = _pu_steps(encoder, head, images, positive, unlabeled,
                                             batches, augment, generator, prior, kind, beta,
                                             gamma, entropy, pairs)

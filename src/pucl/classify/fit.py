@@ -34,7 +34,7 @@ class ClassifierSettings:
     @property
     def finetuning(self) -> FinetuneSettings:
         return FinetuneSettings(self.finetune_epochs, self.finetune_lr, self.head.weight_decay,
-                                self.head.batch_size, self.head.p_ratio)
+                                self.head.batch_size)
 
 
 @dataclass

@@ -28,7 +28,6 @@ class LinearSettings:
     lr: float
     weight_decay: float
     batch_size: int
-    p_ratio: float = 1.0  # labelled positives per unlabeled row in a PU batch (PUBatches)
 
 
 def _standardised_head(x: torch.Tensor, settings: LinearSettings
@@ -75,19 +74,13 @@ def train_linear_head(
 
 class PUBatches:
     """Index batches for a PU risk: an epoch is one shuffled pass over U, and each batch
-    of U is paired with a batch of P `p_ratio` times as large (at least one row, at most
-    all of P; 1: as large), drawn without replacement and reshuffled whenever P runs out (P is usually
-    much smaller than U, and a batch without positives has no positive risk). Each risk
-    term is a mean over its own batch, so the ratio changes the gradient's noise and the
-    step's cost, not what the risk estimates."""
+    of U is paired with an equally large batch of P, drawn without replacement and
+    reshuffled whenever P runs out (P is usually much smaller than U, and a batch without
+    positives has no positive risk)."""
 
-    def __init__(self, n_p: int, n_u: int, batch_size: int, generator: torch.Generator,
-                 p_ratio: float = 1.0):
-        if not p_ratio > 0.0:
-            raise ValueError(f"p_ratio must be above 0, got {p_ratio}")
+    def __init__(self, n_p: int, n_u: int, batch_size: int, generator: torch.Generator):
         self.n_p, self.n_u = n_p, n_u
         self.batch = min(batch_size, n_u)
-        self.p_ratio = p_ratio
         self.generator = generator
         self._p_order, self._p_next = epoch_order(n_p, generator), 0
 
@@ -95,7 +88,7 @@ class PUBatches:
         order = epoch_order(self.n_u, self.generator)
         for start in range(0, self.n_u, self.batch):
             idx_u = order[start:start + self.batch]
-            take = min(max(1, round(len(idx_u) * self.p_ratio)), self.n_p)
+            take = min(len(idx_u), self.n_p)
             if self._p_next + take > self.n_p:
                 self._p_order = epoch_order(self.n_p, self.generator)
                 self._p_next = 0
@@ -121,7 +114,7 @@ def train_pu_head(
     x_p = torch.as_tensor(positive, dtype=torch.float32).to(generator.device)
     x_u = torch.as_tensor(unlabeled, dtype=torch.float32).to(generator.device)
     head, optimizer = _standardised_head(torch.cat([x_p, x_u]), settings)
-    batches = PUBatches(len(x_p), len(x_u), settings.batch_size, generator, settings.p_ratio)
+    batches = PUBatches(len(x_p), len(x_u), settings.batch_size, generator)
 
     @GraphedStep  # one CUDA graph per batch size on a GPU; a plain call elsewhere
     def learn(idx_p: torch.Tensor, idx_u: torch.Tensor) -> torch.Tensor:

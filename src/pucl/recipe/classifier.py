@@ -36,8 +36,7 @@ def classifier_settings(recipe: Recipe) -> ClassifierSettings:
     if undecided:  # a caller skipped pucl.recipe.by_input.for_inputs
         raise ValueError(f"{undecided[0]} is still 'auto': decide the recipe for its inputs "
                          "first (pucl.recipe.by_input.for_inputs)")
-    return ClassifierSettings(LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size,
-                                             p.p_batch_ratio),
+    return ClassifierSettings(LinearSettings(p.epochs, p.lr, p.weight_decay, p.batch_size),
                               p.features, p.finetune_epochs, p.finetune_lr, p.neighbours)
 
 

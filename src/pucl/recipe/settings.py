@@ -189,11 +189,6 @@ class ClassifierParams(MethodSection):
         "auto", description="weight decay of the head and of fine-tuning (auto: 1e-4 for "
         "images, 5e-3 for feature rows, 1e-4 over 50,000 rows)")
     batch_size: int = Field(256, ge=1)
-    # A PU objective's batches (nnpu, upu, dist_pu*): each batch of U rows comes with this
-    # many labelled positives per U row (pucl.classify.linear.PUBatches; reports/fmnist).
-    p_batch_ratio: float = Field(1.0, gt=0.0, le=8.0, description="labelled "
-                                 "positives per unlabeled row in a PU objective's batches "
-                                 "(1: as many)")
     # What the head reads: the encoder's output, or its convolutional trunk (LeNet-5's
     # 256-d features before its fully connected layers; other encoders have none).
     features: Literal["encoder", "trunk"] = "encoder"
