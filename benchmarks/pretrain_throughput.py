@@ -7,8 +7,9 @@ eager mode). Rounds alternate between the levers so a busy machine slows all ali
     OMP_WAIT_POLICY=PASSIVE python benchmarks/pretrain_throughput.py [--steps 20] [--rounds 3]
 
 Levers: channels_last memory format, torch.compile (its compile time reported apart),
-batch 256 / 1024, 1 thread, the wider encoder lenet5_wide, and the work counter every
-stage runs under (pucl.runtime.work: its forward hook's cost). Synthetic 28x28 uint8
+batch 256 / 1024, 1 thread, the wider encoder lenet5_wide, the work counter every
+stage runs under (pucl.runtime.work: its forward hook's cost), and bfloat16 autocast
+(the model's forward in bf16, where the CPU has bf16 instructions; the loss in float32). Synthetic 28x28 uint8
 images: the step's cost does not depend on their content. One row per lever is written
 to reports/encoder/throughput.csv, with the 60,000-image epoch time it implies.
 """
@@ -46,6 +47,7 @@ class Lever:
     channels_last: bool = False
     compile: bool = False
     counted: bool = False  # inside pucl.runtime.work.counting(), as in a pipeline stage
+    bf16: bool = False  # the model's forward under bfloat16 autocast, the loss in float32
 
 
 DEFAULT = Lever("default")
@@ -55,7 +57,8 @@ LEVERS = (DEFAULT, replace(DEFAULT, name="channels_last", channels_last=True),
           replace(DEFAULT, name="batch 1024", batch=1024),
           replace(DEFAULT, name="1 thread", threads=1),
           replace(DEFAULT, name="lenet5_wide", encoder="lenet5_wide"),
-          replace(DEFAULT, name="work counted", counted=True))
+          replace(DEFAULT, name="work counted", counted=True),
+          replace(DEFAULT, name="bf16 autocast", bf16=True))
 
 
 class Runner:
@@ -81,7 +84,8 @@ class Runner:
         x = torch.cat([v1, v2])
         if self.lever.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        z = self.model(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.lever.bf16):
+            z = self.model(x).float()
         loss = self.loss_fn(z[:batch], z[batch:], self.labeled[idx])
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -129,7 +133,7 @@ def main() -> None:
         rate = statistics.median(rates[lever.name])
         rows.append({"lever": lever.name, "encoder": lever.encoder, "batch": lever.batch,
                      "threads": lever.threads, "channels_last": lever.channels_last,
-                     "compile": lever.compile, "counted": lever.counted,
+                     "compile": lever.compile, "counted": lever.counted, "bf16": lever.bf16,
                      "images_per_s": round(rate),
                      "ratio_to_default": round(rate / base, 3),
                      "epoch_s_60k": round(EPOCH_IMAGES / rate, 1),
