@@ -9,8 +9,8 @@ eager mode). Rounds alternate between the levers so a busy machine slows all ali
 Levers: channels_last memory format, torch.compile (its compile time reported apart),
 batch 256 / 1024, 1 thread, the wider encoder lenet5_wide, the work counter every
 stage runs under (pucl.runtime.work: its forward hook's cost), and bfloat16 autocast
-(the model's forward in bf16, where the CPU has bf16 instructions; the loss in float32). Synthetic 28x28 uint8
-images: the step's cost does not depend on their content. One row per lever is written
+(the model's forward in bf16, the loss in float32). Synthetic 28x28 uint8 images: the
+step's cost does not depend on their content. One row per lever is written
 to reports/encoder/throughput.csv, with the 60,000-image epoch time it implies.
 """
 
