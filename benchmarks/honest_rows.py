@@ -294,10 +294,10 @@ def main() -> None:
     for seed in args.report:
         run(picked[0], seed, role)
     bar.close()
-    summary = summarise(read_rows(args.out))
+    rows = read_rows(args.out)
+    summary = summarise(rows)
     with atomic_path(summary_path(args.out)) as tmp:
         summary.to_csv(tmp, index=False, float_format="%.4f")
-    rows = read_rows(args.out)
     these = rows[(rows["preset"] == args.preset) & (rows["settings"] == settings)
                  & (rows["role"] == role) & (report_settings(rows) == reported)
                  & rows["seed"].isin(args.report)]

@@ -55,7 +55,6 @@ def add(macs: float) -> None:
         tally.macs += macs
 
 
-
 def layer_macs(module: nn.Module, output: torch.Tensor) -> float:
     """One forward call's MACs of a convolution or linear layer (0 for other modules)."""
     if isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
