@@ -14,12 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
 from pucl.classify.linear import LinearHead, PUBatches
-from pucl.classify.mixup import MixupSettings, SoftLabels, mixup_draws, mixup_loss
 from pucl.classify.pu_risk import PU_RISKS, pu_risk
 from pucl.data.augment import augmented_views, view_draws
 from pucl.losses.noncontrastive import noisncl_loss
@@ -80,45 +78,29 @@ def pseudo_label_pairs(features: torch.Tensor, scores: torch.Tensor, n_p: int
 def _pu_steps(encoder: nn.Module, head: LinearHead, images: torch.Tensor,
               positive: torch.Tensor, unlabeled: torch.Tensor, batches: PUBatches,
               augment, generator: torch.Generator, prior: float, kind: str, beta: float,
-              gamma: float, entropy: float, pairs: float, mixup: MixupSettings | None
-              ) -> tuple[Objective, EpochInputs]:
-    """A PU risk (uPU, nnPU, dist), plus `pairs` times `pseudo_label_pairs` when above 0,
-    plus Dist-PU's mixup term when `mixup` is given (pucl.classify.mixup): the objective
-    (minimised, and the risk reported) and an epoch's inputs, one per batch of P and U."""
-    if mixup is not None:  # drawn only when on, so that every other run keeps its draws
-        soft = SoftLabels.of_head(encoder, head, images, positive)
-        rng = np.random.default_rng(int(torch.randint(
-            2**31 - 1, (1,), generator=generator, device=generator.device).item()))
+              gamma: float, entropy: float, pairs: float) -> tuple[Objective, EpochInputs]:
+    """A PU risk (uPU, nnPU, dist), plus `pairs` times `pseudo_label_pairs` when above 0:
+    the objective (minimised, and the risk reported) and an epoch's inputs, one per batch
+    of P and U."""
 
     def learn(idx_p: torch.Tensor, idx_u: torch.Tensor, *draws: torch.Tensor):
-        if mixup is not None:
-            *draws, lam, perm = draws
         rows = torch.cat([positive[idx_p], unlabeled[idx_u]])
         views, = augmented_views(images, rows, augment, [draws])
         features = encoder(views)
         scores = head.score(features).float()
         result = pu_risk(scores[:len(idx_p)], scores[len(idx_p):], prior, kind, beta, gamma,
                          entropy)
-        objective = result.objective
         if pairs > 0:
-            objective = objective + pairs * pseudo_label_pairs(features.float(), scores,
-                                                               len(idx_p))
-        if mixup is not None:
-            targets = torch.cat([torch.ones_like(idx_p, dtype=torch.float32),
-                                 soft.values[unlabeled[idx_u]]])
-            objective = objective + mixup_loss(encoder, head, views, targets, lam, perm,
-                                               mixup)
-            soft.update(unlabeled[idx_u], scores[len(idx_p):])
-        return objective, result.risk
+            pulled = pseudo_label_pairs(features.float(), scores, len(idx_p))
+            return result.objective + pairs * pulled, result.risk
+        return result.objective, result.risk
 
     def epoch():
         for idx_p, idx_u in batches.epoch():
             if len(idx_u) < 2:  # a BatchNorm step needs two rows
                 continue
-            n = len(idx_p) + len(idx_u)
-            draws, = view_draws(augment, images, n, generator)
-            mixed = mixup_draws(n, mixup, generator, rng) if mixup is not None else ()
-            yield (idx_p, idx_u, *draws, *mixed)
+            draws, = view_draws(augment, images, len(idx_p) + len(idx_u), generator)
+            yield (idx_p, idx_u, *draws)
 
     return learn, epoch
 
@@ -148,7 +130,7 @@ def finetune(
     beta: float = 0.0,
     gamma: float = 1.0,
     progress: bool = True,
-    entropy: float = 0.0, pairs: float = 0.0, mixup: MixupSettings | None = None,
+    entropy: float = 0.0, pairs: float = 0.0,
 ) -> list[float]:
     """Train `encoder` and `head` in place; returns the mean loss (CE) or risk (PU) per epoch.
 
@@ -172,7 +154,7 @@ def finetune(
         batches = PUBatches(len(positive), len(unlabeled), settings.batch_size, generator)
         objective, epoch_inputs = _pu_steps(encoder, head, images, positive, unlabeled,
                                             batches, augment, generator, prior, kind, beta,
-                                            gamma, entropy, pairs, mixup)
+                                            gamma, entropy, pairs)
 
     @GraphedStep  # one CUDA graph per batch shape on a GPU; a plain call elsewhere
     def learn(*inputs: torch.Tensor) -> torch.Tensor:

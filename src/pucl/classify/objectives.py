@@ -17,7 +17,6 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from pucl.classify.mixup import MixupSettings
 from pucl.errors import DataError
 from pucl.registry import EntryParams, Registry
 
@@ -145,7 +144,6 @@ class PURiskObjective(ClassifierObjective):
     needs_prior = True
     kind = ""
     beta, gamma, entropy, pairs = 0.0, 1.0, 0.0, 0.0
-    mixup: MixupSettings | None = None
 
     def targets(self, rows, prior):
         if prior is None:
@@ -171,8 +169,7 @@ class PURiskObjective(ClassifierObjective):
                         positive=torch.from_numpy(targets.positive),
                         unlabeled=torch.from_numpy(targets.unlabeled), kind=self.kind,
                         prior=targets.prior, beta=self.beta, gamma=self.gamma,
-                        progress=progress, entropy=self.entropy, pairs=self.pairs,
-                        mixup=self.mixup)
+                        progress=progress, entropy=self.entropy, pairs=self.pairs)
 
 
 @CLASSIFIER_OBJECTIVES.register("nnpu", params=NNPUParams)
@@ -195,26 +192,18 @@ class UPU(PURiskObjective):
 class DistPUParams(EntryParams):
     entropy: float = Field(0.002, ge=0.0, description="weight of U's mean binary entropy "
                            "(the authors' 0.002)")
-    mixup: float = Field(0.0, ge=0.0, description="weight of the authors' mixup term while "
-                         "fine-tuning (their 5.0; pucl.classify.mixup); 0: off")
-    mixup_alpha: float = Field(6.0, gt=0.0, description="mixup's lam ~ Beta(alpha, alpha)")
-    mixup_entropy: float = Field(0.04, ge=0.0, description="weight of the mixed rows' "
-                                 "binary entropy")
 
 
 @CLASSIFIER_OBJECTIVES.register("dist_pu", params=DistPUParams)
 class DistPU(PURiskObjective):
     """Dist-PU's label-distribution alignment (Zhao et al. 2022): the labelled positives'
     mean score to 1, U's to the class prior, and U's scores away from 0.5 (its entropy
-    minimisation); while fine-tuning, optionally the authors' mixup term (`mixup` > 0)."""
+    minimisation; the authors' later mixup phase is not part of it)."""
 
     kind = "dist"
 
-    def __init__(self, entropy: float = 0.002, mixup: float = 0.0, mixup_alpha: float = 6.0,
-                 mixup_entropy: float = 0.04):
+    def __init__(self, entropy: float = 0.002):
         self.entropy = entropy
-        if mixup > 0:
-            self.mixup = MixupSettings(mixup, mixup_alpha, mixup_entropy)
 
 
 class PairsParams(EntryParams):
@@ -234,10 +223,8 @@ class DistPUPairs(DistPU):
     pseudo-label, with NcPU's noisy-pair robust loss (paper 001 eq. 7): the labelled
     positives and the rows of U the head calls positive, and the rest of U."""
 
-    def __init__(self, entropy: float = 0.002, pairs: float = 2.0, mixup: float = 0.0,
-                 mixup_alpha: float = 6.0, mixup_entropy: float = 0.04):
-        super().__init__(entropy, mixup, mixup_alpha, mixup_entropy)
-        self.pairs = pairs
+    def __init__(self, entropy: float = 0.002, pairs: float = 2.0):
+        self.entropy, self.pairs = entropy, pairs
 
 
 @CLASSIFIER_OBJECTIVES.register("method_head")

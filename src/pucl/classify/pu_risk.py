@@ -45,19 +45,16 @@ class PURisk:
     corrected: torch.Tensor  # bool: nnPU's Kiryo step on the negative risk was taken
 
 
-def binary_entropy(t: torch.Tensor) -> torch.Tensor:
-    """Mean binary entropy of sigmoid(t), from log-sigmoids: finite for any score."""
-    log_s, log_not_s = F.logsigmoid(t), F.logsigmoid(-t)
-    return -(log_s.exp() * log_s + log_not_s.exp() * log_not_s).mean()
-
-
 def label_distribution_risk(t_p: torch.Tensor, t_u: torch.Tensor, prior: float,
                             entropy: float = 0.0) -> PURisk:
     """Dist-PU's risk (the module's `dist`); `negative_risk` reports U's mean score
     minus the prior, the gap the alignment closes."""
     gap = torch.sigmoid(t_u).mean() - prior
     risk = (1.0 - torch.sigmoid(t_p).mean()) + gap.abs() / (2.0 * prior)
-    objective = risk + entropy * binary_entropy(t_u)
+    # binary entropy from log-sigmoids: finite for any score
+    log_s, log_not_s = F.logsigmoid(t_u), F.logsigmoid(-t_u)
+    spread = -(log_s.exp() * log_s + log_not_s.exp() * log_not_s).mean()
+    objective = risk + entropy * spread
     return PURisk(objective, objective.detach(), gap.detach(),
                   torch.zeros((), dtype=torch.bool, device=risk.device))
 
