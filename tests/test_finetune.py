@@ -254,6 +254,9 @@ def test_finetune_augment_scales_pretrainings_ranges_and_keeps_the_mirror():
     assert (half.degrees, half.translate, half.brightness, half.contrast) == pytest.approx(
         (5.0, 0.05, 0.1, 0.1))
     assert (half.scale_min, half.scale_max, half.hflip) == pytest.approx((0.95, 1.05, 0.5))
+    wide = finetune_augment(Recipe.from_settings({"pretrain.augment.brightness": 0.8,
+                                                  "classifier.finetune_augment": 2.0}))
+    assert (wide.degrees, wide.brightness, wide.scale_max) == pytest.approx((20.0, 1.0, 1.2))
     none = finetune_augment(recipe(0.0))
     x = torch.rand(4, 1, 28, 28)
     flips = torch.tensor([0.2, 0.9, 0.2, 0.9])  # below 0.5: mirrored

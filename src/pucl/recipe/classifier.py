@@ -52,15 +52,17 @@ def head_start(recipe: Recipe, model: ContrastiveModel) -> torch.Tensor:
 
 def finetune_augment(recipe: Recipe) -> AugmentParams:
     """Pretraining's augmentations with their image ranges scaled by
-    `classifier.finetune_augment` (the mirror's probability and feature masking kept)."""
+    `classifier.finetune_augment`, each capped where `pretrain.augment` caps it (the
+    mirror's probability and feature masking kept)."""
     a, share = recipe.pretrain.augment, recipe.classifier.finetune_augment
     if share == 1.0:
         return a
     return a.model_copy(update={
-        "degrees": a.degrees * share, "translate": a.translate * share,
-        "scale_min": 1.0 - (1.0 - a.scale_min) * share,
+        "degrees": min(a.degrees * share, 180.0), "translate": min(a.translate * share, 0.5),
+        "scale_min": max(1.0 - (1.0 - a.scale_min) * share, 0.05),
         "scale_max": 1.0 + (a.scale_max - 1.0) * share,
-        "brightness": a.brightness * share, "contrast": a.contrast * share})
+        "brightness": min(a.brightness * share, 1.0),
+        "contrast": min(a.contrast * share, 1.0)})
 
 
 def fit_classifiers(recipe: Recipe, models: Sequence[ContrastiveModel], x_train: np.ndarray,
