@@ -237,32 +237,3 @@ def test_finetuning_on_a_pu_risk_learns_the_corners_from_p_and_u(kind, pairs):
     # six short epochs from random weights, with no negative label: well above chance
     after = accuracy(encoder, head, x_test, y_test)
     assert before < 0.65 and after >= 0.75, (before, after)
-
-
-def test_finetune_augment_scales_pretrainings_ranges_and_keeps_the_mirror():
-    from pucl.data.augment import make_augment
-    from pucl.recipe import Recipe
-    from pucl.recipe.classifier import finetune_augment
-
-    def recipe(share):
-        return Recipe.from_settings({"pretrain.augment.hflip": 0.5,
-                                     "classifier.finetune_augment": share})
-
-    same = recipe(1.0)
-    assert finetune_augment(same) is same.pretrain.augment
-    half = finetune_augment(recipe(0.5))
-    assert (half.degrees, half.translate, half.brightness, half.contrast) == pytest.approx(
-        (5.0, 0.05, 0.1, 0.1))
-    assert (half.scale_min, half.scale_max, half.hflip) == pytest.approx((0.95, 1.05, 0.5))
-    wide = finetune_augment(Recipe.from_settings({"pretrain.augment.brightness": 0.8,
-                                                  "classifier.finetune_augment": 2.0}))
-    assert (wide.degrees, wide.brightness, wide.scale_max) == pytest.approx((20.0, 1.0, 1.2))
-    none = finetune_augment(recipe(0.0))
-    x = torch.rand(4, 1, 28, 28)
-    flips = torch.tensor([0.2, 0.9, 0.2, 0.9])  # below 0.5: mirrored
-    jitter = make_augment(none, tabular=False)
-    draws = jitter.draw(x.shape, torch.Generator().manual_seed(0))
-    draws = (*draws[:4], flips, *draws[5:])
-    out = jitter.apply(x, draws)
-    assert torch.allclose(out[[1, 3]], x[[1, 3]], atol=1e-5)  # untouched
-    assert torch.allclose(out[[0, 2]], x[[0, 2]].flip(-1), atol=1e-5)  # mirrored only

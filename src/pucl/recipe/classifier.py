@@ -16,7 +16,6 @@ from pucl.errors import ParamsError
 from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe, entry_settings
 from pucl.recipe.by_input import AUTO, RULES
-from pucl.recipe.settings import AugmentParams
 from pucl.runtime.device import seeded_generator
 
 
@@ -50,21 +49,6 @@ def head_start(recipe: Recipe, model: ContrastiveModel) -> torch.Tensor:
     return torch.get_rng_state()
 
 
-def finetune_augment(recipe: Recipe) -> AugmentParams:
-    """Pretraining's augmentations with their image ranges scaled by
-    `classifier.finetune_augment`, each capped where `pretrain.augment` caps it (the
-    mirror's probability and feature masking kept)."""
-    a, share = recipe.pretrain.augment, recipe.classifier.finetune_augment
-    if share == 1.0:
-        return a
-    return a.model_copy(update={
-        "degrees": min(a.degrees * share, 180.0), "translate": min(a.translate * share, 0.5),
-        "scale_min": max(1.0 - (1.0 - a.scale_min) * share, 0.05),
-        "scale_max": 1.0 + (a.scale_max - 1.0) * share,
-        "brightness": min(a.brightness * share, 1.0),
-        "contrast": min(a.contrast * share, 1.0)})
-
-
 def fit_classifiers(recipe: Recipe, models: Sequence[ContrastiveModel], x_train: np.ndarray,
                     rows: TrainingRows, prior: float | None, device: torch.device,
                     method_heads: Sequence[nn.Module | None] | None = None,
@@ -80,7 +64,7 @@ def fit_classifiers(recipe: Recipe, models: Sequence[ContrastiveModel], x_train:
                         f"{len(targets.rows)} training rows (allowed: 0 to "
                         f"{len(targets.rows)})")
     images = x_train[targets.rows]
-    augment = make_augment(finetune_augment(recipe), images.ndim == 2)
+    augment = make_augment(recipe.pretrain.augment, images.ndim == 2)
     start = head_start(recipe, models[0])
     heads = method_heads or [None] * len(models)
     members = []

@@ -198,10 +198,6 @@ class ClassifierParams(MethodSection):
         "auto", description="epochs of end-to-end fine-tuning (auto: 0 for images, 60 for "
         "feature rows, 20 over 50,000 rows)")
     finetune_lr: float = Field(5e-4, gt=0.0, description="fine-tuning learning rate")
-    finetune_augment: float = Field(
-        1.0, ge=0.0, le=2.0, description="fine-tuning's image augmentations as a share of "
-        "pretraining's ranges (the mirror kept; each capped at its allowed maximum): 1 the "
-        "same, 0 the mirror alone")
     # Neighbour smoothing (pucl.classify.neighbours): a row's score becomes the mean of its
     # own and its k nearest training rows' scores. 0 keeps the head's own score.
     neighbours: int = Field(0, ge=0, description="k nearest training rows whose scores "
