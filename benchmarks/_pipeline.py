@@ -16,6 +16,9 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
+# Encoders the measurement scripts share by fingerprint: under the project's ignored data/,
+# so they outlive a machine's /tmp (an F-MNIST encoder takes about 5 minutes to pretrain)
+ENCODER_CACHE = ROOT / "data" / "cache" / "measurements"
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,6 @@ import argparse
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 os.environ.setdefault("PUCL_TRACKING", "off")  # before pucl reads it
@@ -60,7 +59,7 @@ from pucl.params.sweeps import REFIT  # noqa: E402  (pucl bench --refit's overri
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
 from _commit import TEXT_COLUMNS, current_commit  # noqa: E402
-from _pipeline import RunsBar, run_once  # noqa: E402
+from _pipeline import ENCODER_CACHE, RunsBar, run_once  # noqa: E402
 
 KEY = ["preset", "variant", "settings", "seed"]
 # the model a reported run's test accuracy is of (column `model`): trained on every row
@@ -234,7 +233,7 @@ def main() -> None:
                         help="params overrides for the reported runs only, after --set")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "fmnist" / "honest.csv")
     parser.add_argument("--cache", type=Path,
-                        default=Path(tempfile.gettempdir()) / "pucl-honest-cache")
+                        default=ENCODER_CACHE)
     parser.add_argument("--refit", action=argparse.BooleanOptionalAction, default=True,
                         help="train the reported model on the validation part too "
                              "(default; --no-refit: hold it out as the choice did)")

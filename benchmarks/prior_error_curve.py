@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 os.environ.setdefault("PUCL_TRACKING", "off")  # before pucl reads it
@@ -41,7 +40,7 @@ from pucl.io import atomic_path  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _commit, run as a file
 from _commit import TEXT_COLUMNS, current_commit  # noqa: E402
-from _pipeline import RunsBar, run_once  # noqa: E402
+from _pipeline import ENCODER_CACHE, RunsBar, run_once  # noqa: E402
 
 KEY = ["preset", "variant", "settings", "seed", "offset"]
 # U is the whole balanced training set (case-control), so its prior is the positive share
@@ -128,7 +127,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path,
                         default=ROOT / "reports" / "fmnist" / "prior_curve.csv")
     parser.add_argument("--cache", type=Path,
-                        default=Path(tempfile.gettempdir()) / "pucl-honest-cache")
+                        default=ENCODER_CACHE)
     parser.add_argument("--summary", action="store_true",
                         help="only rewrite the summary CSV and figure from --out's rows")
     args = parser.parse_args()
