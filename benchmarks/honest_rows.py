@@ -232,8 +232,9 @@ def main() -> None:
     parser.add_argument("--report-set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="params overrides for the reported runs only, after --set")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "fmnist" / "honest.csv")
-    parser.add_argument("--cache", type=Path,
-                        default=ENCODER_CACHE)
+    parser.add_argument("--cache", type=Path, default=ENCODER_CACHE,
+                        help="pretrained encoders shared by fingerprint between runs and "
+                             "sessions (default: data/cache/measurements)")
     parser.add_argument("--refit", action=argparse.BooleanOptionalAction, default=True,
                         help="train the reported model on the validation part too "
                              "(default; --no-refit: hold it out as the choice did)")

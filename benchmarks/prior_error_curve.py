@@ -126,8 +126,9 @@ def main() -> None:
                         help="params overrides for every run (values parsed as YAML)")
     parser.add_argument("--out", type=Path,
                         default=ROOT / "reports" / "fmnist" / "prior_curve.csv")
-    parser.add_argument("--cache", type=Path,
-                        default=ENCODER_CACHE)
+    parser.add_argument("--cache", type=Path, default=ENCODER_CACHE,
+                        help="pretrained encoders shared by fingerprint between runs and "
+                             "sessions (default: data/cache/measurements)")
     parser.add_argument("--summary", action="store_true",
                         help="only rewrite the summary CSV and figure from --out's rows")
     args = parser.parse_args()
