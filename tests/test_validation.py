@@ -126,3 +126,20 @@ def test_metrics_suite():
     assert list(failed) == ["ExpectColumnValuesToBeBetween:accuracy"]
     missing = {k: v for k, v in good.items() if k != "roc_auc"}
     assert "ExpectTableColumnsToMatchSet:None" in _failed(suites.metrics(missing))
+
+
+def test_each_suite_reads_the_frame_it_is_given():
+    """The process keeps one batch definition per frame name (pucl.validation.engine): a
+    suite still reads the rows it is handed, not those of an earlier suite."""
+    from pucl.validation.engine import Check, run_suite
+
+    checks = [Check("ExpectColumnValuesToBeBetween", "rows",
+                    {"column": "a", "min_value": 0, "max_value": 1}),
+              Check("ExpectTableRowCountToEqual", "rows", {"value": 3})]
+    clean = pd.DataFrame({"a": [0, 1, 0]})
+    assert run_suite("s", {"rows": clean}, checks).success
+    report = run_suite("s", {"rows": pd.DataFrame({"a": [0, 5, 1, 7]})}, checks)
+    assert _failed(report) == {"ExpectColumnValuesToBeBetween:a": [5, 7],
+                               "ExpectTableRowCountToEqual:None": []}
+    assert [r.observed for r in report.results][1] == 4
+    assert run_suite("s", {"rows": clean}, checks).success
