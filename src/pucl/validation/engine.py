@@ -3,6 +3,7 @@ context, and turning the outcome into plain data and one readable line."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -125,40 +126,40 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-_GX: dict[str, Any] = {}  # this process's context, pandas source and batch definitions
-_GX_LOCK = threading.Lock()
+_GX_LOCK = threading.Lock()  # one suite at a time: the threads of a flow share the context
 
 
+@functools.cache
 def _context():
     """One ephemeral GX context per process (nothing is written to disk)."""
-    if "context" not in _GX:
-        import logging
+    import logging
 
-        import great_expectations as gx
-        from great_expectations.data_context.types.base import ProgressBarsConfig
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
-        logging.getLogger("great_expectations").setLevel(logging.WARNING)
-        _GX["context"] = gx.get_context(mode="ephemeral")
-        _GX["context"].variables.progress_bars = ProgressBarsConfig(globally=False)
-    return _GX["context"]
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return context
 
 
+@functools.cache
 def _batch_definition(frame_name: str):
-    """The whole-dataframe batch definition of `frame_name`, made once per process: each
-    data source, asset and definition GX adds rewrites its project config (about 15 ms a
-    change, most of a small suite's time), while a batch takes its frame at validation."""
-    key = f"batch:{frame_name}"
-    if key not in _GX:
-        if "source" not in _GX:
-            _GX["source"] = _context().data_sources.add_pandas(f"pucl-{uuid.uuid4().hex[:8]}")
-        asset = _GX["source"].add_dataframe_asset(frame_name)
-        _GX[key] = asset.add_batch_definition_whole_dataframe("all")
-    return _GX[key]
+    """The whole-dataframe batch definition of `frame_name` in the process's one pandas
+    source, made once: each source, asset and definition GX adds rewrites its project
+    config (about 15 ms a change, most of a small suite's time), while a batch takes its
+    frame when it is validated."""
+    return _source().add_dataframe_asset(frame_name).add_batch_definition_whole_dataframe(
+        "all")
+
+
+@functools.cache
+def _source():
+    return _context().data_sources.add_pandas(f"pucl-{uuid.uuid4().hex[:8]}")
 
 
 def run_suite(name: str, frames: dict[str, pd.DataFrame], checks: list[Check]) -> SuiteReport:
-    """Validate every frame against the checks that name it; one report for the suite.
-    One suite at a time per process: the threads of a flow share the context."""
+    """Validate every frame against the checks that name it; one report for the suite."""
     import great_expectations as gx
     import great_expectations.expectations as gxe
 
