@@ -122,7 +122,8 @@ def test_the_pipeline_cross_fits_its_estimates(tmp_path, tracking_uri, monkeypat
     from tests.conftest import make_project, python_path, tiny_params
     from tests.helpers import STAGES, stage
 
-    root = make_project(tmp_path / "proj", tiny_params(  # auto: 5 folds on 4,000 rows
+    root = make_project(tmp_path / "proj", tiny_params(  # auto: 5 folds on 4,000 rows, U
+        # a draw of 1,000 of them (TINY_PARAMS), every labelled positive kept
         split={"n_p": 200, "folds": "auto"}, classifier={"epochs": 3, "objective": "nnpu"}))
     monkeypatch.setenv("PUCL_ROOT", str(root))
     monkeypatch.setenv("PATH", python_path())
@@ -130,7 +131,8 @@ def test_the_pipeline_cross_fits_its_estimates(tmp_path, tracking_uri, monkeypat
         stage(root, name)
     manifest = pd.read_parquet(root / "data/split/manifest.parquet")
     train = manifest[manifest["split"] == "train"]
-    assert "val" not in set(manifest["split"]) and len(train) == 4000
+    assert "val" not in set(manifest["split"]) and train["in_u"].sum() == 1000
+    assert train["pu"].sum() == 200  # every labelled positive, inside U or not
     assert sorted(train["fold"].unique()) == [0, 1, 2, 3, 4]
     assert json.loads((root / "data/split/summary.json").read_text())["folds"] == 5
     assert (manifest.loc[manifest["split"] == "test", "fold"] == -1).all()
@@ -138,7 +140,7 @@ def test_the_pipeline_cross_fits_its_estimates(tmp_path, tracking_uri, monkeypat
     assert oof["index"].tolist() == train["index"].tolist() and oof["score"].notna().all()
     metrics = json.loads((root / "data/evaluate/metrics.json").read_text())
     assert metrics["val_folds"] == 5
-    assert (metrics["val_n_p"], metrics["val_n_u"]) == (200, 4000)  # case_control
+    assert (metrics["val_n_p"], metrics["val_n_u"]) == (200, 1000)  # every row read
     kept = pd.read_csv(root / "data/evaluate/validation_scores.csv")
     assert np.allclose(kept["score"], oof["score"])
     p = kept["score"][kept["pu"] == 1]

@@ -324,7 +324,8 @@ def _run_method_through_the_stages(root, method: str, **pretrain):
 
     # every training row, as when the accuracy floors below were measured
     params = tiny_params(pretrain={"method": method, "batch_size": 256, **pretrain},
-                         split={"val_fraction": 0.0}, classifier={"objective": "method_head"},
+                         split={"val_fraction": 0.0, "max_unlabeled": None},
+                         classifier={"objective": "method_head"},
                          evaluate={"tta_shift": 0})  # one view (test-time views: own tests)
     project = make_project(root / "proj", params)
     for name in STAGES:

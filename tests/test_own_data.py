@@ -237,7 +237,8 @@ def test_p_and_u_alone_run_every_stage_judged_by_the_validation_estimate(
 
     params = tiny_params(data={"dataset": "npz", "task": "given", "path": "own.npz"},
                          pretrain={"epochs": 5, "batch_size": 128},
-                         split={"val_fraction": 0.14}, classifier={"epochs": 20})
+                         split={"val_fraction": 0.14, "max_unlabeled": None},
+                         classifier={"epochs": 20})
     project = make_project(tmp_path / "proj", params)
     monkeypatch.setenv("PUCL_ROOT", str(project))
     tabular_npz(project / "own.npz", np.random.default_rng(0), with_test=False)

@@ -65,21 +65,24 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
     assert by_class["rows"].sum() == metrics["n_test"]
     assert by_class["errors"].sum() == round((1 - metrics["accuracy"]) * metrics["n_test"])
 
-    # the validation part: 10% of P and of the other rows, which no training step saw
+    # the validation part: 10% of P and of the other rows, which no training step saw. U is
+    # a draw of 1,000 training rows (TINY_PARAMS' split.max_unlabeled), the labelled
+    # positives among them at the same chance as any row (case_control)
     manifest = pd.read_parquet(project / "data/split/manifest.parquet")
     val, train = manifest[manifest["split"] == "val"], manifest[manifest["split"] == "train"]
-    assert (val["pu"].sum(), len(val)) == (20, 400)  # n_p 200; 3,800 other rows
-    assert metrics["val_n_p"] == 20 and metrics["val_n_u"] == 400  # case_control: U is all
+    others = manifest[(manifest["split"] != "test") & (manifest["pu"] == 0)]
+    assert manifest["in_u"].sum() == 1000 and others["in_u"].all()
+    assert (val["pu"].sum(), len(val) - 20) == (20, round(0.1 * len(others)))  # n_p 200
+    assert metrics["val_n_p"] == 20 and metrics["val_n_u"] == val["in_u"].sum()
     pseudo = pd.read_parquet(project / "data/pupl/labels.parquet")
     assert set(pseudo["index"]) == set(train["index"])
     assert metrics["val_prior"] == metrics["prior_estimate"]  # the pipeline's, not the truth
     for name in ("accuracy", "auc", "f1"):
         assert metrics[f"val_est_{name}_low"] <= metrics[f"val_est_{name}"] \
             <= metrics[f"val_est_{name}_high"]
-    in_u = val[val["in_u"]]
-    # the same classifier on two samples of one distribution: 400 validation rows against
-    # the test set (the tiny run's accuracy itself varies between machines, 0.33 to 0.67)
-    assert abs(metrics["val_true_accuracy"] - metrics["accuracy"]) < 0.1 and len(in_u) == 400
+    # the same classifier on two samples of one distribution: about 100 validation rows
+    # against the test set (the tiny run's accuracy itself varies between machines)
+    assert abs(metrics["val_true_accuracy"] - metrics["accuracy"]) < 0.15
     assert by_stage["evaluate"].data.metrics["val_est_accuracy"] == metrics["val_est_accuracy"]
 
 
