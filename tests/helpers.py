@@ -61,6 +61,23 @@ def stage(project: Path, name: str, check: bool = True, env: dict | None = None,
     return result
 
 
+def pucl_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    """`pucl ARGS` in `cwd`, in this process (typer's runner): its exit code, stdout and
+    stderr as a process would give them, without a process's 3-7 s of imports."""
+    from typer.testing import CliRunner
+
+    from pucl.cli import app
+
+    saved = os.getcwd()
+    try:
+        os.chdir(cwd)
+        result = CliRunner().invoke(app, list(args))
+    finally:
+        os.chdir(saved)
+    return subprocess.CompletedProcess(["pucl", *args], result.exit_code, result.stdout,
+                                       result.stderr)
+
+
 def declared_outputs(project: Path) -> dict[str, set[str]]:
     """Per stage, the files dvc.yaml declares as outs, metrics and plots (interpolated)."""
     params = yaml.safe_load((project / "params.yaml").read_text())

@@ -121,10 +121,9 @@ def test_a_saved_estimator_loads_whole_and_pucl_predict_scores_with_it(tmp_path)
     """`save` writes tensors and plain values: `load` (weights-only) gives back the same
     probabilities, labels, classes, prior, pseudo-labels and parameters, and `pucl
     predict --model FILE` scores as predict_proba does."""
-    import subprocess
-    import sys
-
     import pandas as pd
+
+    from tests.helpers import pucl_cli
 
     x, y, s = tabular_pu(300, seed=2)
     frame = pd.DataFrame(x, columns=[f"f{i}" for i in range(10)])
@@ -142,9 +141,10 @@ def test_a_saved_estimator_loads_whole_and_pucl_predict_scores_with_it(tmp_path)
     assert loaded.recipe_ == fitted.recipe_ and len(loaded.members_) == 2
     np.testing.assert_array_equal(loaded.pseudo_labels_, fitted.pseudo_labels_)
     np.savez(tmp_path / "new.npz", x=x[:40].astype(np.float32))
-    subprocess.run([sys.executable, "-m", "pucl.cli", "predict", str(tmp_path / "new.npz"),
-                    "--out", str(tmp_path / "scores.csv"), "--model", str(tmp_path / "clf.pt"),
-                    "--no-progress"], cwd=tmp_path, check=True, capture_output=True)
+    result = pucl_cli(tmp_path, "predict", str(tmp_path / "new.npz"), "--out",
+                      str(tmp_path / "scores.csv"), "--model", str(tmp_path / "clf.pt"),
+                      "--no-progress")
+    assert result.returncode == 0, result.stderr
     scores = pd.read_csv(tmp_path / "scores.csv")["score"].to_numpy()
     np.testing.assert_allclose(scores, fitted.predict_proba(x[:40])[:, 1], rtol=1e-6)
 

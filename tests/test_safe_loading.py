@@ -6,7 +6,6 @@ refused in one line that names the file, and the file is never created."""
 from __future__ import annotations
 
 import pickle
-import sys
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ import torch
 
 from pucl.errors import DataError
 from tests.conftest import copy_project
-from tests.helpers import run, stage
+from tests.helpers import pucl_cli, stage
 
 
 class Payload:
@@ -55,8 +54,8 @@ def test_predict_refuses_a_crafted_file_in_a_run(finished, tmp_path, target):
     plant(finished / target, marker)
     inputs = tmp_path / "new.npz"
     np.savez(inputs, x=np.random.default_rng(0).integers(0, 256, (4, 28, 28), np.uint8))
-    result = run([sys.executable, "-m", "pucl.cli", "predict", str(inputs), "--out", str(out),
-                  "--model", str(finished), "--no-progress"], tmp_path, check=False)
+    result = pucl_cli(tmp_path, "predict", str(inputs), "--out", str(out),
+                      "--model", str(finished), "--no-progress")
     assert result.returncode == 2, result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("pucl: error: refused") and str(finished / target) in last
@@ -147,8 +146,8 @@ def test_a_crafted_estimator_file_is_refused_by_load_and_predict(tmp_path):
         PUClassifier.load(path)
     inputs = tmp_path / "new.npz"
     np.savez(inputs, x=np.zeros((3, 10), np.float32))
-    result = run([sys.executable, "-m", "pucl.cli", "predict", str(inputs), "--out",
-                  str(tmp_path / "s.csv"), "--model", str(path)], tmp_path, check=False)
+    result = pucl_cli(tmp_path, "predict", str(inputs), "--out", str(tmp_path / "s.csv"),
+                      "--model", str(path))
     assert result.returncode == 2 and "refused saved estimator" in result.stderr
     assert not marker.exists() and not (tmp_path / "s.csv").exists()
 
