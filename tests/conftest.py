@@ -32,8 +32,8 @@ TINY_PARAMS = {
     "paths": {"pretrain_cache": None},
     # a validation part: `auto` would cross-fit these 4,000 rows, 5 more classifier fits
     # in every pipeline test (test_crossfit runs auto end to end). U a seeded draw of
-    # 1,000 of them: every training stage reads about a quarter of the rows (the fast
-    # suite 7:34 -> 6:46 on one machine); tests of what all rows give set it to None
+    # 1,000 of them: every training stage reads about a quarter of the rows, and every
+    # pipeline test takes the cap's path; tests of what all rows give set it to None
     "split": {"n_p": 200, "folds": 0, "max_unlabeled": 1000},
     # TED^n on a logistic P-vs-U scorer of 10 principal components: the held-out network
     # and CVIR are test_prior_heldout's, and the network costs every pipeline test about
