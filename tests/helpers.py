@@ -61,9 +61,10 @@ def stage(project: Path, name: str, check: bool = True, env: dict | None = None,
     return result
 
 
-def pucl_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """`pucl ARGS` in `cwd`, in this process (typer's runner): its exit code, stdout and
-    stderr as a process would give them, without a process's 3-7 s of imports."""
+def pucl_cli(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`pucl ARGS` in `cwd`, in this process (typer's runner), `env` added to the
+    environment: its exit code, stdout and stderr as a process would give them, without a
+    process's 3-7 s of imports."""
     from typer.testing import CliRunner
 
     from pucl.cli import app
@@ -71,7 +72,7 @@ def pucl_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     saved = os.getcwd()
     try:
         os.chdir(cwd)
-        result = CliRunner().invoke(app, list(args))
+        result = CliRunner().invoke(app, list(args), env=env)
     finally:
         os.chdir(saved)
     return subprocess.CompletedProcess(["pucl", *args], result.exit_code, result.stdout,

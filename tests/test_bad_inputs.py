@@ -6,17 +6,17 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import yaml
 
 from tests.conftest import copy_project, deep_update, new_store, python_path
-from tests.helpers import dvc, stage
+from tests.helpers import dvc, pucl_cli, stage
 
 PUCL = [sys.executable, "-m", "pucl.cli"]
 OWN_NPZ = {"data": {"dataset": "npz", "task": "given", "path": "mine.npz"}}
@@ -144,24 +144,14 @@ def finished(tmp_path_factory, finished_tiny):
         yield root
 
 
-def invoke(command: list[str], root: Path, env: dict[str, str]) -> SimpleNamespace:
+def invoke(command: list[str], root: Path, env: dict[str, str]
+           ) -> subprocess.CompletedProcess:
     """`pucl ...` or `python -m pucl.stages NAME` in this process, in `root`: the same entry
     points, exit codes and stderr as the commands, without a Python start per case (the
     commands themselves run as processes in test_cli.py)."""
     if command[:len(PUCL)] != PUCL:
-        result = stage(root, command[-1], check=False, env=env)
-        return SimpleNamespace(returncode=result.returncode, stderr=result.stderr)
-    from typer.testing import CliRunner
-
-    from pucl.cli import app
-
-    saved = os.getcwd()
-    try:
-        os.chdir(root)
-        result = CliRunner().invoke(app, command[len(PUCL):], env=env)
-    finally:
-        os.chdir(saved)
-    return SimpleNamespace(returncode=result.exit_code, stderr=result.stderr)
+        return stage(root, command[-1], check=False, env=env)
+    return pucl_cli(root, *command[len(PUCL):], env=env)
 
 
 def _snapshot(root: Path) -> dict[str, str]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.helpers import run
+from tests.helpers import pucl_cli, run
 
 
 def pucl(project, *args):
@@ -92,28 +91,16 @@ def test_ablate_writes_one_row_per_objective_and_n_p(project):
 
 
 def test_ablate_refuses_unknown_objective(project, monkeypatch):
-    result = in_process(project, monkeypatch, "ablate", "--losses", "pucl,simclr")
+    result = pucl_cli(project, "ablate", "--losses", "pucl,simclr")
     assert result.returncode == 2 and "unknown loss 'simclr'" in result.stderr
 
 
 def test_ablate_validates_every_configuration_before_running(project, monkeypatch):
-    result = in_process(project, monkeypatch, "ablate", "--losses", "pucl,sscl", "--n-p",
+    result = pucl_cli(project, "ablate", "--losses", "pucl,sscl", "--n-p",
                         "100", "--seeds", "0", "--epochs", "0")
     assert result.returncode == 2 and "pretrain.epochs" in result.stderr
     assert not (project / "data/runs").exists()  # nothing ran
 
-
-def in_process(project, monkeypatch, *args):
-    """The CLI in this process (typer's runner): the same app, exit code and stderr as the
-    `pucl` command, without a Python start per case."""
-    from typer.testing import CliRunner
-
-    from pucl.cli import app
-
-    monkeypatch.chdir(project)
-    result = CliRunner().invoke(app, list(args))
-    return SimpleNamespace(returncode=result.exit_code, stderr=result.stderr,
-                           stdout=result.stdout)
 
 
 def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeypatch,
@@ -137,7 +124,7 @@ def test_flow_commands_refuse_bad_input_before_starting_prefect(project, monkeyp
         (("compare", "--by", "pretrain.los"), "no finished pipeline runs"),
     ]
     for args, message in cases:
-        result = in_process(project, monkeypatch, *args)
+        result = pucl_cli(project, *args)
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
@@ -162,7 +149,7 @@ def test_bench_refuses_bad_presets_in_one_line(project, monkeypatch, args, messa
     import shutil
 
     shutil.copytree(ROOT / "params" / "presets", project / "params" / "presets")
-    result = in_process(project, monkeypatch, *args)
+    result = pucl_cli(project, *args)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr

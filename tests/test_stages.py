@@ -82,7 +82,7 @@ def test_each_stage_writes_exactly_its_declared_outs_and_is_tracked(project, tra
             <= metrics[f"val_est_{name}_high"]
     # the same classifier on two samples of one distribution: about 100 validation rows
     # against the test set (the tiny run's accuracy itself varies between machines)
-    assert abs(metrics["val_true_accuracy"] - metrics["accuracy"]) < 0.15
+    assert abs(metrics["val_true_accuracy"] - metrics["accuracy"]) < 0.1  # 0.04 here
     assert by_stage["evaluate"].data.metrics["val_est_accuracy"] == metrics["val_est_accuracy"]
 
 
