@@ -10,6 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pucl.errors import ParamsError
+
 
 @pytest.fixture(scope="module")
 def bench():
@@ -177,3 +179,31 @@ def test_the_summary_keeps_each_generation_of_defaults_apart(bench):
     assert out.loc[("pucl_defaults", "abc"), "n_seeds"] == 1
     # a peer's rows differ in their prior's settings and still make one line
     assert out.loc[("nnpu_mlp", ""), "mean"] == pytest.approx(0.71)
+
+
+def test_prior_tables_records_each_estimate_against_the_tables_true_prior(bench, tmp_path):
+    """benchmarks/prior_tables.py: each row's error is its estimate minus the share of
+    positives among the table's training rows (read here from the split itself), seeds
+    0-2 choose and later seeds report, the summary is the mean of those rows, a rerun fits
+    nothing again, and a misspelt estimator writes nothing."""
+    prior_tables = importlib.import_module("prior_tables")
+    out = tmp_path / "priors.csv"
+    prior_tables.main(["--estimators", "bbe", "--seeds", "0", "3", "--tables", "autompg",
+                       "--out", str(out)])
+    rows = pd.read_csv(out)
+    for seed, role in ((0, "choose"), (3, "report")):
+        row = rows[rows.seed == seed].iloc[0]
+        _, _, y, _, _ = bench.pu_rows("autompg", seed)
+        assert row.role == role
+        assert row.true_prior == pytest.approx(y.mean(), abs=1e-4)
+        assert row.error == pytest.approx(row.prior - row.true_prior, abs=2e-4)
+    summary = pd.read_csv(out.with_name("priors_summary.csv")).set_index("role")
+    for role in ("choose", "report"):
+        assert summary.loc[role, "mean_abs_error"] == pytest.approx(
+            rows[rows.role == role].error.abs().mean(), abs=1e-4)
+    prior_tables.main(["--estimators", "bbe", "--seeds", "0", "3", "--tables", "autompg",
+                       "--out", str(out)])
+    pd.testing.assert_frame_equal(pd.read_csv(out), rows)  # resumed: the same fits
+    with pytest.raises(ParamsError, match="unknown prior estimator 'bxe'"):
+        prior_tables.main(["--estimators", "bxe", "--out", str(tmp_path / "none.csv")])
+    assert not (tmp_path / "none.csv").exists()
