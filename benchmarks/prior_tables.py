@@ -31,7 +31,7 @@ from pucl.prior import PRIOR_ESTIMATORS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file
 from _commit import current_commit  # noqa: E402
-from tabular import TABLES, pu_rows  # noqa: E402
+from tabular import TABLES, Rows, pu_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "reports" / "tabular" / "prior_estimators.csv"
@@ -40,11 +40,16 @@ ESTIMATORS = ("tedn", 'tedn:{"folds": 5}', 'tedn:{"classifier": "network"}', "bb
 CHOOSE, REPORT = (0, 1, 2), tuple(range(3, 13))
 
 
-def estimate(spec: str, table: str, seed: int) -> dict:
-    """One estimator's fit on one table and seed."""
+def parse(spec: str):
+    """(the registry entry, its validated settings) of `name` or `name:{json}`: a misspelt
+    estimator or setting fails here, before any fit."""
     name, _, raw = spec.partition(":")
     entry = PRIOR_ESTIMATORS.get(name)
-    settings = entry.settings(json.loads(raw) if raw else None, f"estimator {spec!r}")
+    return entry, entry.settings(json.loads(raw) if raw else None, f"estimator {spec!r}")
+
+
+def estimate(entry, settings, table: str, seed: int) -> dict:
+    """One estimator's fit on one table and seed."""
     x, s, y, *_ = pu_rows(table, seed)
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -71,22 +76,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    for spec in args.estimators:  # a misspelt estimator fails before any fit
-        name, _, raw = spec.partition(":")
-        PRIOR_ESTIMATORS.get(name).settings(json.loads(raw) if raw else None,
-                                            f"estimator {spec!r}")
-    rows = pd.read_csv(args.out).to_dict("records") if args.out.exists() else []
-    done = {(r["table"], int(r["seed"]), r["estimator"]) for r in rows}
+    parsed = {spec: parse(spec) for spec in args.estimators}
+    rows, commit = Rows(args.out), current_commit()
     todo = [(t, seed, spec) for t in args.tables for seed in args.seeds
-            for spec in args.estimators if (t, seed, spec) not in done]
-    commit = current_commit()
+            for spec in args.estimators
+            if rows.done({"table": t, "seed": seed, "estimator": spec}) is None]
     for table, seed, spec in tqdm(todo, desc="prior fits"):
         role = "choose" if seed in CHOOSE else "report"
-        rows.append({"table": table, "seed": seed, "role": role, "estimator": spec,
-                     **estimate(spec, table, seed), "commit": commit})
-        with atomic_path(args.out) as tmp:
-            pd.DataFrame(rows).to_csv(tmp, index=False, float_format="%.4f")
-    table = summary(pd.DataFrame(rows))
+        rows.add({"table": table, "seed": seed, "role": role, "estimator": spec,
+                  **estimate(*parsed[spec], table, seed), "commit": commit})
+    table = summary(rows.frame)
     with atomic_path(args.out.with_name(args.out.stem + "_summary.csv")) as tmp:
         table.to_csv(tmp, index=False, float_format="%.4f")
     print(table.drop(columns="commit").to_string(index=False, float_format="%.3f"))
