@@ -93,20 +93,24 @@ def summarise(rows: pd.DataFrame, out: Path) -> pd.DataFrame:
                   **{m: (m, "mean") for m in measures}).reset_index())
     with atomic_path(out.with_name(f"{out.stem}_summary.csv")) as tmp:
         table.to_csv(tmp, index=False, float_format="%.4f")
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=False)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.8), sharey=False)
     for ax, measure, label in zip(axes, ("accuracy", "roc_auc"), ("test accuracy", "test AUC"),
                                   strict=True):
         for (preset, variant, settings), group in table.groupby(
                 ["preset", "variant", "settings"]):
+            seeds = int(group["n"].max())
             ax.errorbar(group["offset"], group[measure],
                         yerr=group["accuracy_std"] if measure == "accuracy" else None,
                         marker="o", capsize=3, label=f"{preset}: {variant}"
-                        + ("" if settings == "default" else f" ({settings})"))
+                        + ("" if settings == "default" else f" ({settings})")
+                        + f", {seeds} seed{'s' if seeds > 1 else ''}")
         ax.axvline(0.0, color="grey", lw=0.8, ls=":")
         ax.set_xlabel("prior given to the head minus the true prior")
         ax.set_ylabel(label)
-    axes[0].legend(fontsize=7)
-    fig.tight_layout()
+    # below both panels, so that no label hides a curve
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=1, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.02 + 0.035 * len(labels), 1, 1))
     from pucl.io import save_figure
 
     save_figure(out.with_suffix(".png"), fig)
