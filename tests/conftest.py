@@ -277,14 +277,16 @@ def harness():
 
 
 @pytest.fixture(scope="module")
-def flows_env(tmp_path_factory):
-    """A project copy and an MLflow store shared by the tests of one module."""
+def flows_env(tmp_path_factory, request):
+    """A project copy and an MLflow store shared by the tests of one module, with the
+    tiny params and the module's `PROJECT_PARAMS` over them."""
     from mlflow.tracking import MlflowClient
 
     base = tmp_path_factory.mktemp("flows")
     uri = new_store(base / "mlflow.db")
     with pytest.MonkeyPatch.context() as mp:
-        root = make_project(base / "proj", tiny_params(evaluate={"tta_shift": 1}))
+        root = make_project(base / "proj",
+                            tiny_params(**getattr(request.module, "PROJECT_PARAMS", {})))
         mp.setenv("PUCL_ROOT", str(root))
         mp.setenv("MLFLOW_TRACKING_URI", uri)
         mp.setenv("PATH", python_path())

@@ -27,6 +27,10 @@ from tests.helpers import STAGES, artifact_paths, children, dvc, read_metrics, r
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
+# translated test-time views: the exported model must carry them (the sweep's module
+# runs one view, as the other pipeline tests: 9 views cost every evaluate its export)
+PROJECT_PARAMS = {"evaluate": {"tta_shift": 1}}
+
 
 @pytest.fixture(scope="module")
 def executions(flows_env, harness):
