@@ -56,14 +56,9 @@ def point_estimates(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
     """Every metric of METRICS on U's distribution, from the three numbers above (rates
     clipped to [0, 1]: a finite sample or a wrong prior can push FPR outside)."""
     tpr, r = _rates(p_scores, u_scores, threshold)
-    fpr = float(false_positive_rate(tpr, r, prior))
-    accuracy = float(accuracy_on_u(tpr, r, prior))
-    precision = min(prior * tpr / r, 1.0) if r > 0 else 0.0
-    f1 = 2 * precision * tpr / (precision + tpr) if precision + tpr > 0 else 0.0
-    auc = (auc_p_vs_u(p_scores, u_scores) - prior / 2.0) / (1.0 - prior)
-    return {"accuracy": accuracy, "balanced_error": (1.0 - tpr + fpr) / 2.0,
-            "precision": precision, "recall": tpr, "f1": f1,
-            "roc_auc": min(max(auc, 0.0), 1.0)}
+    metrics = _metrics_of_rates(np.array(tpr), np.array(r),
+                                np.array(auc_p_vs_u(p_scores, u_scores)), prior)
+    return {name: float(value) for name, value in metrics.items()}
 
 
 @dataclass(frozen=True)
@@ -101,20 +96,72 @@ def estimate_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
         raise ValueError(f"need held-out P and U scores, got {len(p_scores)} and "
                          f"{len(u_scores)} rows")
     point = point_estimates(p_scores, u_scores, prior, threshold)
-    rng = np.random.default_rng(seed)
-    draws = [point_estimates(rng.choice(p_scores, len(p_scores)),
-                             rng.choice(u_scores, len(u_scores)), prior, threshold)
-             for _ in range(bootstrap)]
+    draws = _bootstrap(p_scores, u_scores, prior, threshold, bootstrap, seed)
     ends = [point_estimates(p_scores, u_scores, min(max(prior + d, 1e-6), 1 - 1e-6),
                             threshold) for d in (-prior_error, prior_error)]
     tail = (1.0 - level) / 2.0 * 100
     out = {}
     for name in METRICS:
-        values = np.array([d[name] for d in draws])
-        low, high = np.percentile(values, [tail, 100 - tail]) if bootstrap else (np.nan,) * 2
+        low, high = (np.percentile(draws[name], [tail, 100 - tail]) if bootstrap
+                     else (np.nan,) * 2)
         out[name] = Estimate(point[name], float(low), float(high), ends[0][name],
                              ends[1][name])
     return out
+
+
+# resampled rows held in memory at once: a million-row U resamples in slices
+_BOOTSTRAP_CELLS = 4_000_000
+
+
+def _bootstrap(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
+               threshold: float, bootstrap: int, seed: int) -> dict[str, np.ndarray]:
+    """point_estimates on `bootstrap` resamples of P and U (drawn apart, with
+    replacement), as arrays over the draws. Each resample is held as the count of each
+    row in it, so no score is sorted again: a P row's share of the AUC is the count of
+    U drawn below it (plus half of those tied), read off a running sum of U's counts in
+    score order. The draws are those of `rng.choice` per resample, so intervals are the
+    same numbers a loop over point_estimates gives."""
+    rng = np.random.default_rng(seed)
+    n_p, n_u = len(p_scores), len(u_scores)
+    order = np.argsort(u_scores, kind="stable")
+    below = np.searchsorted(u_scores[order], p_scores, side="left")
+    up_to = np.searchsorted(u_scores[order], p_scores, side="right")
+    hit_p = (p_scores >= threshold).astype(float)
+    hit_u = (u_scores >= threshold).astype(float)
+    per_slice = max(1, _BOOTSTRAP_CELLS // (n_p + n_u))
+    tpr, r, pairs = (np.empty(bootstrap) for _ in range(3))
+    for start in range(0, bootstrap, per_slice):
+        size = min(per_slice, bootstrap - start)
+        rows = [(rng.integers(0, n_p, n_p), rng.integers(0, n_u, n_u)) for _ in range(size)]
+        count_p = _counts([p for p, _ in rows], n_p)
+        count_u = _counts([u for _, u in rows], n_u)
+        cumulative = np.zeros((size, n_u + 1))
+        np.cumsum(count_u[:, order], axis=1, out=cumulative[:, 1:])
+        less, tied = cumulative[:, below], cumulative[:, up_to] - cumulative[:, below]
+        span = slice(start, start + size)
+        pairs[span] = (count_p * (less + 0.5 * tied)).sum(axis=1)
+        tpr[span], r[span] = count_p @ hit_p / n_p, count_u @ hit_u / n_u
+    return _metrics_of_rates(tpr, r, pairs / (n_p * n_u), prior)
+
+
+def _counts(rows: list[np.ndarray], n: int) -> np.ndarray:
+    """How often each of n rows appears in each resample: [resamples, n]."""
+    offsets = np.arange(len(rows))[:, None] * n
+    return np.bincount((np.stack(rows) + offsets).ravel(),
+                       minlength=len(rows) * n).reshape(len(rows), n).astype(float)
+
+
+def _metrics_of_rates(tpr: np.ndarray, r: np.ndarray, auc_pu: np.ndarray, prior: float
+                      ) -> dict[str, np.ndarray]:
+    """point_estimates' formulas over arrays of TPR, r and AUC(P vs U)."""
+    fpr = false_positive_rate(tpr, r, prior)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision = np.where(r > 0, np.minimum(prior * tpr / r, 1.0), 0.0)
+        f1 = np.where(precision + tpr > 0, 2 * precision * tpr / (precision + tpr), 0.0)
+    auc = (auc_pu - prior / 2.0) / (1.0 - prior)
+    return {"accuracy": accuracy_on_u(tpr, r, prior), "balanced_error": (1.0 - tpr + fpr) / 2.0,
+            "precision": precision, "recall": tpr, "f1": f1,
+            "roc_auc": np.minimum(np.maximum(auc, 0.0), 1.0)}
 
 
 def accuracy_halfwidth(n_p: int, n_u: int, prior: float, tpr: float = 0.9,
