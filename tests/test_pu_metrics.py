@@ -57,6 +57,25 @@ def test_auc_of_p_against_u_is_the_mann_whitney_statistic():
     assert auc_p_vs_u(p, u) == pytest.approx(np.mean(pairs))
 
 
+def test_the_bootstrap_is_a_loop_over_resampled_rows(monkeypatch):
+    """The interval's draws, computed from row counts, against the plain loop: resample P
+    and U with rng.choice, score each resample, take percentiles. Scores are rounded so
+    that ties between P and U (counted half in the AUC) occur; a small slice size makes
+    the counts run in several slices."""
+    import pucl.evaluation.label_free as label_free
+
+    monkeypatch.setattr(label_free, "_BOOTSTRAP_CELLS", 700)
+    rng = np.random.default_rng(3)
+    p, u = np.round(rng.beta(3, 1, 90), 1), np.round(rng.beta(1.5, 1.5, 400), 1)
+    got = estimate_metrics(p, u, 0.35, bootstrap=30, seed=11)
+    draw = np.random.default_rng(11)
+    draws = [point_estimates(draw.choice(p, len(p)), draw.choice(u, len(u)), 0.35)
+             for _ in range(30)]
+    for name, estimate in got.items():
+        low, high = np.percentile([d[name] for d in draws], [2.5, 97.5])
+        assert (estimate.low, estimate.high) == pytest.approx((low, high), abs=1e-12), name
+
+
 def test_intervals_cover_the_truth_and_the_prior_moves_accuracy_by_2tpr_minus_1():
     p, u, y = pu_sample(0.4, 1500, 3000, seed=2)
     truth = accuracy_score(y, (u >= 0.5).astype(int))
