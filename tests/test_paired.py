@@ -94,3 +94,25 @@ def test_over_seeds_the_difference_is_the_mean_and_its_interval_narrows():
     assert 0.35 * width < got.high - got.low < 0.7 * width
     with pytest.raises(ValueError, match="at least one held-out part"):
         paired_difference_over([])
+
+
+def test_the_interval_is_the_naive_paired_bootstrap_whatever_the_slices(monkeypatch):
+    """Against the bootstrap written out: resample P's and U's rows (the same rows for
+    both models), each model's accuracy from its TPR and U's positive rate, percentiles
+    of a's minus b's. Small slices must give the numbers of one block."""
+    import pucl.evaluation.paired as paired
+
+    p_a, u_a, p_b, u_b, *_ = two_models(4, n_p=60, n_u=500)
+    rng = np.random.default_rng(9)
+    rows_p, rows_u = rng.integers(0, 60, (50, 60)), rng.integers(0, 500, (50, 500))
+
+    def accuracy(p, u):
+        tpr, r = (p[rows_p] >= 0.5).mean(axis=1), (u[rows_u] >= 0.5).mean(axis=1)
+        fpr = np.clip((r - 0.4 * tpr) / 0.6, 0, 1)
+        return 0.4 * tpr + 0.6 * (1 - fpr)
+
+    low, high = np.percentile(accuracy(p_a, u_a) - accuracy(p_b, u_b), [2.5, 97.5])
+    for cells in (4_000_000, 700):
+        monkeypatch.setattr(paired, "_RESAMPLE_CELLS", cells)
+        got = paired_difference(p_a, u_a, p_b, u_b, 0.4, bootstrap=50, seed=9)
+        assert (got.low, got.high) == pytest.approx((low, high), abs=1e-12), cells

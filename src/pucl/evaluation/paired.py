@@ -91,14 +91,27 @@ def _one_part(part: PairedRows, threshold: float, bootstrap: int,
         raise ValueError(f"need held-out P and U scores, got {len(p_a)} and {len(u_a)} rows")
     hits_p = np.stack([p_a >= threshold, p_b >= threshold])  # [model, row]
     hits_u = np.stack([u_a >= threshold, u_b >= threshold])
+    full = accuracy_on_u(hits_p.mean(axis=-1), hits_u.mean(axis=-1), prior)
+    # all of P's resamples are drawn before U's, as one [draws, rows] block each would be
+    tpr = _resampled_means(hits_p, bootstrap, rng)
+    r = _resampled_means(hits_u, bootstrap, rng)
+    accuracy = accuracy_on_u(tpr, r, prior)
+    return float(full[0] - full[1]), accuracy[0] - accuracy[1]
 
-    def difference(rows_p: np.ndarray, rows_u: np.ndarray) -> np.ndarray:
-        """acc_a - acc_b for each resample (rows: [draws, n] indices)."""
-        tpr, r = hits_p[:, rows_p].mean(axis=-1), hits_u[:, rows_u].mean(axis=-1)
-        accuracy = accuracy_on_u(tpr, r, prior)
-        return accuracy[0] - accuracy[1]
 
-    value = float(difference(np.arange(len(p_a))[None], np.arange(len(u_a))[None])[0])
-    draws = difference(rng.integers(0, len(p_a), (bootstrap, len(p_a))),
-                       rng.integers(0, len(u_a), (bootstrap, len(u_a))))
-    return value, draws
+# resampled rows held in memory at once: a million-row U resamples in slices
+_RESAMPLE_CELLS = 4_000_000
+
+
+def _resampled_means(hits: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """[model, draw]: each model's mean of `hits` ([model, row]) over `draws` resamples of
+    the rows with replacement, the same rows for every model. The resamples are drawn in
+    slices of rows, which gives the same numbers as one block (numpy's bounded integers
+    come from one stream whatever the call's shape)."""
+    n = hits.shape[1]
+    means = np.empty((hits.shape[0], draws))
+    per_slice = max(1, _RESAMPLE_CELLS // n)
+    for start in range(0, draws, per_slice):
+        size = min(per_slice, draws - start)
+        means[:, start:start + size] = hits[:, rng.integers(0, n, (size, n))].mean(axis=-1)
+    return means
