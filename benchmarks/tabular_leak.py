@@ -1,0 +1,68 @@
+"""The encoder's label leak in the tabular benchmark's cross-fitted estimates.
+
+Reads the out-of-fold scores that `benchmarks/tabular.py` keeps for each choose fit
+(reports/tabular/runs_scores/) and the hidden labels of the same training rows, and
+prints per candidate: the TPR the estimate read on the labelled positives (`tpr_p`),
+the TPR on U's unlabelled positives that it stands for (`tpr_u`), the estimate
+(`val_est_accuracy`, from runs.csv) and the out-of-fold accuracy on U from its hidden
+labels (`val_true`). A diagnostic: it reads labels and chooses nothing.
+
+    .venv/bin/python benchmarks/tabular_leak.py --candidates NAME [NAME ...] [--csv F]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+from tabular import CHOOSE, pu_rows, scores_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def leak_row(table: str, seed: int, method: str, folds: int, out: Path) -> dict | None:
+    path = scores_file(out, table, seed, method, folds)
+    if not path.exists():
+        return None
+    rows = pd.read_csv(path)
+    _, s, y, *_ = pu_rows(table, seed)
+    hit = rows["score"].to_numpy() >= 0.5
+    index = rows["index"].to_numpy()
+    labelled, in_u = rows["pu"].to_numpy() == 1, rows["in_u"].to_numpy().astype(bool)
+    truth = y[index]
+    unlabelled_pos = in_u & ~labelled & (truth == 1)
+    return {"table": table, "seed": seed, "method": method,
+            "tpr_p": hit[labelled].mean(), "tpr_u": hit[unlabelled_pos].mean(),
+            "val_true": (hit[in_u] == truth[in_u]).mean()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidates", nargs="+", required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "tabular" / "runs.csv")
+    parser.add_argument("--csv", type=Path, help="also write one row per fit here")
+    args = parser.parse_args()
+    found = [leak_row(t, s, m, args.folds, args.out) for m in args.candidates
+             for t in CHOOSE for s in args.seeds]
+    leaks = pd.DataFrame([row for row in found if row is not None])
+    runs = pd.read_csv(args.out, low_memory=False)
+    runs = runs[(runs["role"] == "choose") & runs["settings"].astype(str).str.contains(
+        f'"validation_folds": {args.folds}')]
+    runs = runs.assign(method=runs["method"].str.removeprefix("pucl:"))
+    est = runs.groupby(["table", "seed", "method"])["val_est_accuracy"].last().reset_index()
+    leaks = leaks.merge(est, on=["table", "seed", "method"], how="left")
+    leaks["leak"] = leaks["tpr_p"] - leaks["tpr_u"]
+    leaks["miss"] = leaks["val_est_accuracy"] - leaks["val_true"]
+    if args.csv:
+        leaks.round(4).to_csv(args.csv, index=False)
+    pd.set_option("display.width", 200)
+    print(leaks.groupby("method")[["tpr_p", "tpr_u", "leak", "val_est_accuracy", "val_true",
+                                   "miss"]].mean().round(4).to_string())
+    print(leaks.pivot_table(index="table", columns="method", values="leak").round(3).to_string())
+
+
+if __name__ == "__main__":
+    main()
