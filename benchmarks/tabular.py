@@ -57,6 +57,7 @@ from sklearn.preprocessing import StandardScaler
 from tqdm import tqdm
 
 from pucl import PUClassifier
+from pucl.estimators import VALIDATION_SCOPES
 from pucl.io import atomic_path
 from pucl.recipe.by_input import for_inputs
 from pucl.reporting.paired_choice import choose_paired
@@ -217,19 +218,26 @@ class Rows:
             self.frame.to_csv(tmp, index=False)
 
 
-def validation(folds: int) -> dict:
-    """The choose fits' validation: cross-fitted folds, or (0) a held-out fifth."""
-    return {"validation_folds": folds} if folds else {"validation_fraction": 0.2}
+def validation(folds: int, scope: str = "classifier") -> dict:
+    """The choose fits' validation: cross-fitted folds (refitting the classifier step or
+    the whole recipe), or (0) a held-out fifth."""
+    if not folds:
+        return {"validation_fraction": 0.2}
+    return {"validation_folds": folds, **({} if scope == "classifier" else
+                                          {"validation_scope": scope})}
 
 
-def choose_settings(name: str, folds: int) -> str:
-    """A choose row's settings key; the held-out fifth's rows keep their old key."""
-    return json.dumps({**CANDIDATES[name], **({"validation_folds": folds} if folds else {})},
+def choose_settings(name: str, folds: int, scope: str = "classifier") -> str:
+    """A choose row's settings key; the held-out fifth's and the classifier-step folds'
+    rows keep their old keys."""
+    return json.dumps({**CANDIDATES[name], **(validation(folds, scope) if folds else {})},
                       sort_keys=True)
 
 
-def scores_file(out: Path, table: str, seed: int, method: str, folds: int) -> Path:
-    return out.with_name(out.stem + "_scores") / f"{table}__{method}__f{folds}__s{seed}.csv.gz"
+def scores_file(out: Path, table: str, seed: int, method: str, folds: int,
+                scope: str = "classifier") -> Path:
+    tag = f"f{folds}" + ("" if scope == "classifier" else f"-{scope}")
+    return out.with_name(out.stem + "_scores") / f"{table}__{method}__{tag}__s{seed}.csv.gz"
 
 
 def fit_pucl(table: str, seed: int, params: dict, validation: dict | None = None,
@@ -362,6 +370,9 @@ def main(argv: list[str] | None = None) -> None:
                         choices=list(CANDIDATES))
     parser.add_argument("--folds", type=int, default=5,
                         help="choose with this many cross-fitted folds; 0: a held-out fifth")
+    parser.add_argument("--scope", default="classifier", choices=VALIDATION_SCOPES,
+                        help="what the folds refit (PUClassifier's validation_scope): the "
+                             "classifier step, or the whole recipe, pretraining included")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "tabular" / "runs.csv")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -374,10 +385,10 @@ def main(argv: list[str] | None = None) -> None:
                 for name in args.candidates:
                     key = {"table": table, "seed": seed, "role": "choose", "method": name,
                            "prior_source": "estimated",
-                           "settings": choose_settings(name, args.folds)}
-                    scores = scores_file(args.out, table, seed, name, args.folds)
+                           "settings": choose_settings(name, args.folds, args.scope)}
+                    scores = scores_file(args.out, table, seed, name, args.folds, args.scope)
                     fit = partial(fit_pucl, table, seed, CANDIDATES[name],
-                                  validation(args.folds), scores)
+                                  validation(args.folds, args.scope), scores)
                     run(rows, key, lambda fit=fit, scores=scores: {
                         **fit(), "scores": str(scores.relative_to(ROOT))}, commit, bar)
         best = _choose(rows.frame, args)
@@ -393,7 +404,7 @@ def main(argv: list[str] | None = None) -> None:
 def _choose(frame: pd.DataFrame, args) -> str:
     """The candidate chosen on the choose rows of this run's candidates and folds; prints
     how each stands against the leader."""
-    settings = {choose_settings(name, args.folds) for name in args.candidates}
+    settings = {choose_settings(name, args.folds, args.scope) for name in args.candidates}
     choose = frame[(frame.role == "choose") & frame.method.isin(args.candidates)
                    & frame.settings.isin(settings) & frame.seed.isin(args.choose)]
     if args.folds and "scores" in choose:

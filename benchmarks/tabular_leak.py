@@ -21,8 +21,9 @@ from tabular import CHOOSE, pu_rows, scores_file
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def leak_row(table: str, seed: int, method: str, folds: int, out: Path) -> dict | None:
-    path = scores_file(out, table, seed, method, folds)
+def leak_row(table: str, seed: int, method: str, folds: int, scope: str, out: Path
+             ) -> dict | None:
+    path = scores_file(out, table, seed, method, folds, scope)
     if not path.exists():
         return None
     rows = pd.read_csv(path)
@@ -43,14 +44,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "tabular" / "runs.csv")
+    parser.add_argument("--scope", default="classifier")
     parser.add_argument("--csv", type=Path, help="also write one row per fit here")
     args = parser.parse_args()
-    found = [leak_row(t, s, m, args.folds, args.out) for m in args.candidates
+    found = [leak_row(t, s, m, args.folds, args.scope, args.out) for m in args.candidates
              for t in CHOOSE for s in args.seeds]
     leaks = pd.DataFrame([row for row in found if row is not None])
     runs = pd.read_csv(args.out, low_memory=False)
+    scoped = runs["settings"].astype(str).str.contains('"validation_scope"')
     runs = runs[(runs["role"] == "choose") & runs["settings"].astype(str).str.contains(
-        f'"validation_folds": {args.folds}')]
+        f'"validation_folds": {args.folds}') & (scoped == (args.scope != "classifier"))]
     runs = runs.assign(method=runs["method"].str.removeprefix("pucl:"))
     est = runs.groupby(["table", "seed", "method"])["val_est_accuracy"].last().reset_index()
     leaks = leaks.merge(est, on=["table", "seed", "method"], how="left")

@@ -237,6 +237,29 @@ def test_cross_fitted_estimates_read_every_row_and_the_model_learns_from_all():
         PUClassifier(validation_folds=3, validation_fraction=0.2, **FAST).fit(x, s)
 
 
+def test_recipe_folds_score_each_fold_with_a_whole_fit_that_never_saw_it():
+    """validation_scope="recipe": each fold's rows are scored by the whole recipe fitted
+    on the other folds' rows alone, as fitting it by hand on them gives; the shipped
+    model is still the plain fit on every row."""
+    from pucl.data.split import crossfit_folds
+
+    x, _, s = tabular_pu(400, seed=6)
+    params = {**FAST, "prior": 0.5}
+    clf = PUClassifier(validation_folds=3, validation_scope="recipe", **params).fit(x, s)
+    fold = crossfit_folds(s == 1, np.ones(len(s), bool), 3, clf.recipe_.seed)
+    scores = clf.validation_scores_["score"].to_numpy()
+    for k in range(3):
+        out = fold == k
+        alone = PUClassifier(**params).fit(x[~out], s[~out])
+        np.testing.assert_allclose(scores[out], alone.predict_proba(x[out])[:, 1], atol=1e-6)
+    plain = PUClassifier(**params).fit(x, s)
+    np.testing.assert_array_equal(plain.predict_proba(x), clf.predict_proba(x))
+    assert clf.estimates_["val_folds"] == 3 and "crossfit" in clf.timings_
+    with pytest.raises(ValueError, match="validation_scope must be one of classifier, "
+                                         "recipe, got 'all'"):
+        PUClassifier(validation_scope="all", **params).fit(x, s)
+
+
 def test_auto_folds_follow_the_pipeline_rule():
     """validation_folds="auto" with validation_fraction="auto" (the pipeline's defaults)
     cross-fits a small X with 5 folds and sets no part aside."""

@@ -15,6 +15,7 @@ reads no file and logs nothing (`from_preset` reads the preset's YAML).
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 from pydantic import ValidationError
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
@@ -74,6 +75,8 @@ SETTING_OF = {
     "finetune_lr": "classifier.finetune_lr", "neighbours": "classifier.neighbours",
     "shift": "evaluate.tta_shift",
 }
+# What cross-fitting's folds refit: the classifier step, or every step of the recipe.
+VALIDATION_SCOPES = ("classifier", "recipe")
 # Settings with a parameter of another shape: prior (a name or a number), mirror, augment.
 OWN_SHAPE = {"prior.method": "prior", "prior.value": "prior", "evaluate.tta": "mirror"}
 
@@ -143,6 +146,14 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         validation_fraction is `auto` too and X holds at most 20,000 rows, else
         validation_fraction's part. settings={"classifier.shipped": "ensemble"} makes
         the folds' classifiers the model (their scores averaged) instead of a refit.
+    validation_scope : {"classifier", "recipe"}, default="classifier"
+        What the folds refit. "classifier": the classifier step alone, on the prior,
+        encoders and pseudo-labels fitted once from every row, whose labels the encoder
+        has read: its estimates run high by what it memorised of the labelled positives,
+        and that differs between recipes that pretrain differently. "recipe": every
+        step, once per fold, on the other folds' rows alone (K more whole fits), so no
+        score reads a label of its own row; use it to choose between pretraining
+        recipes (docs/evaluation.md).
     threshold : float, default=0.5
         `predict` says positive when P(y = 1 | x) >= threshold.
     random_state : int, default=0
@@ -209,7 +220,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
                  max_unlabeled: int | None = SplitParams().max_unlabeled,
                  settings: dict | None = None,
                  validation_fraction: float = 0.0, validation_folds: int | str = 0,
-                 threshold: float = 0.5,
+                 validation_scope: str = "classifier", threshold: float = 0.5,
                  random_state: int = BaseParams().seed,
                  device: str = BaseParams().device, progress: bool = True):
         self.prior = prior
@@ -238,6 +249,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         self.settings = settings
         self.validation_fraction = validation_fraction
         self.validation_folds = validation_folds
+        self.validation_scope = validation_scope
         self.threshold = threshold
         self.random_state = random_state
         self.device = device
@@ -337,6 +349,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             for field, name in key.items():
                 line = line.replace(f"'{field}'", f"'{name}'").replace(f"split.{field}", name)
             raise ValueError(line) from None
+        if self.validation_scope not in VALIDATION_SCOPES:
+            raise ValueError(f"validation_scope must be one of {', '.join(VALIDATION_SCOPES)}, "
+                             f"got {self.validation_scope!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
         if not isinstance(self.prior, str) and not 0.0 < float(self.prior) < 1.0:
@@ -424,8 +439,9 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             except DataError as exc:
                 raise ValueError(str(exc).replace("split.folds", "validation_folds")) from None
         clock = StepClock()
-        fitted = fit_sequence(recipe, x_fit, labelled_fit, in_u,
-                              resolve_device(self.device), self.progress, clock, fold)
+        whole = self.validation_scope == "recipe"  # the folds refit every step
+        fitted = fit_sequence(recipe, x_fit, labelled_fit, in_u, resolve_device(self.device),
+                              self.progress, clock, None if whole else fold)
         self.timings_ = dict(clock.seconds)
         self.prior_ = fitted.prior.value
         self.prior_std_ = fitted.prior.details.get("prior_std")
@@ -438,11 +454,26 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         if held.any():
             self.estimates_ = self._validate(np.flatnonzero(held), self._scores(x[held]),
                                              s[held])
-        elif fitted.out_of_fold is not None:
-            self.estimates_ = {**self._validate(np.flatnonzero(train), fitted.out_of_fold,
+        elif fold is not None:
+            out_of_fold = (self._refit_folds(x_fit, labelled_fit, fold) if whole
+                           else fitted.out_of_fold)
+            self.estimates_ = {**self._validate(np.flatnonzero(train), out_of_fold,
                                                 labelled_fit.astype(np.int64)),
                                "val_folds": folds}
         return self
+
+    def _refit_folds(self, x: np.ndarray, labelled: np.ndarray, fold: np.ndarray
+                     ) -> np.ndarray:
+        """validation_scope="recipe": each fold's rows scored by the whole recipe (prior,
+        encoders, pseudo-labels, classifier) fitted on the other folds' rows alone."""
+        start, scores = time.perf_counter(), np.empty(len(x))
+        settings = {"validation_folds": 0, "validation_fraction": 0.0, "progress": False}
+        for k in range(int(fold.max()) + 1):
+            out = fold == k
+            model = clone(self).set_params(**settings).fit(x[~out], labelled[~out])
+            scores[out] = model._scores(x[out])
+        self.timings_["crossfit"] = time.perf_counter() - start
+        return scores
 
     def estimate(self, X: Any, y: Any) -> dict[str, float]:
         """Label-free estimates of this model's accuracy, F1 and AUC on PU rows it did not
