@@ -258,6 +258,9 @@ def test_recipe_folds_score_each_fold_with_a_whole_fit_that_never_saw_it():
     with pytest.raises(ValueError, match="validation_scope must be one of classifier, "
                                          "recipe, got 'all'"):
         PUClassifier(validation_scope="all", **params).fit(x, s)
+    with pytest.raises(ValueError, match="ensemble.*allowed with it: refit"):
+        PUClassifier(validation_folds=3, validation_scope="recipe", **params,
+                     settings={"classifier.shipped": "ensemble"}).fit(x, s)
 
 
 def test_auto_folds_follow_the_pipeline_rule():

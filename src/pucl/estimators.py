@@ -352,6 +352,11 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         if self.validation_scope not in VALIDATION_SCOPES:
             raise ValueError(f"validation_scope must be one of {', '.join(VALIDATION_SCOPES)}, "
                              f"got {self.validation_scope!r}")
+        if (self.validation_scope == "recipe"
+                and (self.settings or {}).get("classifier.shipped") == "ensemble"):
+            raise ValueError("classifier.shipped 'ensemble' ships the folds' classifiers, "
+                             "which validation_scope 'recipe' does not keep (allowed with "
+                             "it: refit)")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
         if not isinstance(self.prior, str) and not 0.0 < float(self.prior) < 1.0:
