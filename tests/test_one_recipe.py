@@ -90,7 +90,7 @@ def test_the_shipped_presets_recommended_variants_become_estimators():
         ("dist_pu_pairs", 30, 0.001, True, 2)
     ii = PUClassifier.from_preset("fmnist-ii")
     assert (ii.members, ii.epochs, ii.features, ii.neighbours, ii.head_epochs) == \
-        (3, 15, "trunk", 10, 20)
+        (2, 15, "trunk", 10, 20)
 
 
 def test_the_estimators_defaults_are_params_yamls():
