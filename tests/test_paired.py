@@ -100,7 +100,7 @@ def test_the_interval_is_the_naive_paired_bootstrap_whatever_the_slices(monkeypa
     """Against the bootstrap written out: resample P's and U's rows (the same rows for
     both models), each model's accuracy from its TPR and U's positive rate, percentiles
     of a's minus b's. Small slices must give the numbers of one block."""
-    import pucl.evaluation.paired as paired
+    import pucl.evaluation.label_free as label_free
 
     p_a, u_a, p_b, u_b, *_ = two_models(4, n_p=60, n_u=500)
     rng = np.random.default_rng(9)
@@ -113,6 +113,6 @@ def test_the_interval_is_the_naive_paired_bootstrap_whatever_the_slices(monkeypa
 
     low, high = np.percentile(accuracy(p_a, u_a) - accuracy(p_b, u_b), [2.5, 97.5])
     for cells in (4_000_000, 700):
-        monkeypatch.setattr(paired, "_RESAMPLE_CELLS", cells)
+        monkeypatch.setattr(label_free, "RESAMPLE_CELLS", cells)
         got = paired_difference(p_a, u_a, p_b, u_b, 0.4, bootstrap=50, seed=9)
         assert (got.low, got.high) == pytest.approx((low, high), abs=1e-12), cells

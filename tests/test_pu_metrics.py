@@ -64,7 +64,7 @@ def test_the_bootstrap_is_a_loop_over_resampled_rows(monkeypatch):
     the counts run in several slices."""
     import pucl.evaluation.label_free as label_free
 
-    monkeypatch.setattr(label_free, "_BOOTSTRAP_CELLS", 700)
+    monkeypatch.setattr(label_free, "RESAMPLE_CELLS", 700)
     rng = np.random.default_rng(3)
     p, u = np.round(rng.beta(3, 1, 90), 1), np.round(rng.beta(1.5, 1.5, 400), 1)
     got = estimate_metrics(p, u, 0.35, bootstrap=30, seed=11)

@@ -15,7 +15,6 @@ reads no file and logs nothing (`from_preset` reads the preset's YAML).
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -352,16 +351,16 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         if self.validation_scope not in VALIDATION_SCOPES:
             raise ValueError(f"validation_scope must be one of {', '.join(VALIDATION_SCOPES)}, "
                              f"got {self.validation_scope!r}")
-        if (self.validation_scope == "recipe"
-                and (self.settings or {}).get("classifier.shipped") == "ensemble"):
-            raise ValueError("classifier.shipped 'ensemble' ships the folds' classifiers, "
-                             "which validation_scope 'recipe' does not keep (allowed with "
-                             "it: refit)")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
         if not isinstance(self.prior, str) and not 0.0 < float(self.prior) < 1.0:
             raise ValueError(f"prior must be in (0, 1), got {self.prior}")
-        return self._recipe()
+        recipe = self._recipe()
+        if self.validation_scope == "recipe" and recipe.classifier.shipped == "ensemble":
+            raise ValueError("classifier.shipped 'ensemble' ships the folds' classifiers, "
+                             "which validation_scope 'recipe' does not keep (allowed with "
+                             "it: refit)")
+        return recipe
 
     def _inputs(self, X: Any, reset: bool) -> np.ndarray:
         """float32 [n, d] features or [n, c, h, w] images (uint8 pixels kept as uint8):
@@ -447,7 +446,6 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         whole = self.validation_scope == "recipe"  # the folds refit every step
         fitted = fit_sequence(recipe, x_fit, labelled_fit, in_u, resolve_device(self.device),
                               self.progress, clock, None if whole else fold)
-        self.timings_ = dict(clock.seconds)
         self.prior_ = fitted.prior.value
         self.prior_std_ = fitted.prior.details.get("prior_std")
         if fitted.pseudo_labels is not None:
@@ -460,24 +458,25 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
             self.estimates_ = self._validate(np.flatnonzero(held), self._scores(x[held]),
                                              s[held])
         elif fold is not None:
-            out_of_fold = (self._refit_folds(x_fit, labelled_fit, fold) if whole
+            out_of_fold = (self._refit_folds(x_fit, labelled_fit, fold, clock) if whole
                            else fitted.out_of_fold)
             self.estimates_ = {**self._validate(np.flatnonzero(train), out_of_fold,
                                                 labelled_fit.astype(np.int64)),
                                "val_folds": folds}
+        self.timings_ = dict(clock.seconds)
         return self
 
-    def _refit_folds(self, x: np.ndarray, labelled: np.ndarray, fold: np.ndarray
-                     ) -> np.ndarray:
+    def _refit_folds(self, x: np.ndarray, labelled: np.ndarray, fold: np.ndarray,
+                     clock: StepClock) -> np.ndarray:
         """validation_scope="recipe": each fold's rows scored by the whole recipe (prior,
         encoders, pseudo-labels, classifier) fitted on the other folds' rows alone."""
-        start, scores = time.perf_counter(), np.empty(len(x))
+        scores = np.empty(len(x))
         settings = {"validation_folds": 0, "validation_fraction": 0.0, "progress": False}
-        for k in range(int(fold.max()) + 1):
-            out = fold == k
-            model = clone(self).set_params(**settings).fit(x[~out], labelled[~out])
-            scores[out] = model._scores(x[out])
-        self.timings_["crossfit"] = time.perf_counter() - start
+        with clock("crossfit"):
+            for k in range(int(fold.max()) + 1):
+                out = fold == k
+                model = clone(self).set_params(**settings).fit(x[~out], labelled[~out])
+                scores[out] = model._scores(x[out])
         return scores
 
     def estimate(self, X: Any, y: Any) -> dict[str, float]:

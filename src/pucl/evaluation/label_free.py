@@ -109,8 +109,9 @@ def estimate_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
     return out
 
 
-# resampled rows held in memory at once: a million-row U resamples in slices
-_BOOTSTRAP_CELLS = 4_000_000
+# resampled rows a bootstrap holds in memory at once (here and in paired): a million-row
+# U resamples in slices
+RESAMPLE_CELLS = 4_000_000
 
 
 def _bootstrap(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
@@ -124,11 +125,11 @@ def _bootstrap(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
     rng = np.random.default_rng(seed)
     n_p, n_u = len(p_scores), len(u_scores)
     order = np.argsort(u_scores, kind="stable")
-    below = np.searchsorted(u_scores[order], p_scores, side="left")
-    up_to = np.searchsorted(u_scores[order], p_scores, side="right")
+    below, up_to = (np.searchsorted(u_scores[order], p_scores, side=side)
+                    for side in ("left", "right"))
     hit_p = (p_scores >= threshold).astype(float)
     hit_u = (u_scores >= threshold).astype(float)
-    per_slice = max(1, _BOOTSTRAP_CELLS // (n_p + n_u))
+    per_slice = max(1, RESAMPLE_CELLS // (n_p + n_u))
     tpr, r, pairs = (np.empty(bootstrap) for _ in range(3))
     for start in range(0, bootstrap, per_slice):
         size = min(per_slice, bootstrap - start)

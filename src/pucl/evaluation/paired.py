@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pucl.evaluation import label_free
 from pucl.evaluation.label_free import accuracy_on_u
 
 
@@ -99,10 +100,6 @@ def _one_part(part: PairedRows, threshold: float, bootstrap: int,
     return float(full[0] - full[1]), accuracy[0] - accuracy[1]
 
 
-# resampled rows held in memory at once: a million-row U resamples in slices
-_RESAMPLE_CELLS = 4_000_000
-
-
 def _resampled_means(hits: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
     """[model, draw]: each model's mean of `hits` ([model, row]) over `draws` resamples of
     the rows with replacement, the same rows for every model. The resamples are drawn in
@@ -110,7 +107,7 @@ def _resampled_means(hits: np.ndarray, draws: int, rng: np.random.Generator) -> 
     come from one stream whatever the call's shape)."""
     n = hits.shape[1]
     means = np.empty((hits.shape[0], draws))
-    per_slice = max(1, _RESAMPLE_CELLS // n)
+    per_slice = max(1, label_free.RESAMPLE_CELLS // n)
     for start in range(0, draws, per_slice):
         size = min(per_slice, draws - start)
         means[:, start:start + size] = hits[:, rng.integers(0, n, (size, n))].mean(axis=-1)
