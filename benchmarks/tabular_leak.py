@@ -8,7 +8,10 @@ the TPR on U's unlabelled positives that it stands for (`tpr_u`), the estimate
 hidden labels (`val_true`). With `--against NAME`, each candidate's paired difference
 to NAME on the same table and seed (`pucl.evaluation.paired`, the choice's own rule)
 beside the true difference of their out-of-fold accuracies on U, and whether the
-interval holds it. A diagnostic: it reads labels and chooses nothing.
+interval holds it. The interval carries the prior's part at `--prior-error` (0.03, the
+estimator's `evaluate.prior_error`: the least the product allows, since a fit widens it
+to its prior's own half-width, which runs.csv does not keep; 0 gives the rows' part
+alone). A diagnostic: it reads labels and chooses nothing.
 
     .venv/bin/python benchmarks/tabular_leak.py --candidates NAME [NAME ...] [--csv F]
 """
@@ -44,7 +47,7 @@ def leak_row(table: str, seed: int, method: str, folds: int, scope: str, out: Pa
 
 
 def paired_rows(table: str, seed: int, method: str, against: str, prior: float,
-                folds: int, scope: str, out: Path) -> dict | None:
+                folds: int, scope: str, out: Path, prior_error: float) -> dict | None:
     """The paired difference `against` minus `method` and its truth on U, or None."""
     paths = [scores_file(out, table, seed, m, folds, scope) for m in (against, method)]
     if not all(path.exists() for path in paths):
@@ -53,7 +56,8 @@ def paired_rows(table: str, seed: int, method: str, against: str, prior: float,
     _, _, y, *_ = pu_rows(table, seed)
     p, u = a["pu"].to_numpy() == 1, a["in_u"].to_numpy().astype(bool)
     score_a, score_b = a["score"].to_numpy(), b["score"].to_numpy()
-    got = paired_difference(score_a[p], score_a[u], score_b[p], score_b[u], prior, seed=seed)
+    got = paired_difference(score_a[p], score_a[u], score_b[p], score_b[u], prior, seed=seed,
+                            prior_error=prior_error)
     truth_u = y[a["index"].to_numpy()][u]
     true = ((score_a[u] >= 0.5) == truth_u).mean() - ((score_b[u] >= 0.5) == truth_u).mean()
     return {"table": table, "seed": seed, "method": method, "difference": got.value,
@@ -70,6 +74,8 @@ def main() -> None:
     parser.add_argument("--scope", default="classifier")
     parser.add_argument("--csv", type=Path, help="also write one row per fit here")
     parser.add_argument("--against", help="pair each candidate with this one")
+    parser.add_argument("--prior-error", type=float, default=0.03,
+                        help="the prior's 95%% half-width in the paired interval")
     args = parser.parse_args()
     found = [leak_row(t, s, m, args.folds, args.scope, args.out) for m in args.candidates
              for t in CHOOSE for s in args.seeds]
@@ -92,7 +98,7 @@ def main() -> None:
     if args.against:
         priors = runs.groupby(["table", "seed", "method"])["prior"].last()
         found = [paired_rows(t, s, m, args.against, priors[(t, s, args.against)], args.folds,
-                             args.scope, args.out)
+                             args.scope, args.out, args.prior_error)
                  for m in args.candidates if m != args.against
                  for t in CHOOSE for s in args.seeds if (t, s, args.against) in priors]
         pairs = pd.DataFrame([row for row in found if row is not None])

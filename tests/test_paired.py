@@ -116,3 +116,70 @@ def test_the_interval_is_the_naive_paired_bootstrap_whatever_the_slices(monkeypa
         monkeypatch.setattr(label_free, "RESAMPLE_CELLS", cells)
         got = paired_difference(p_a, u_a, p_b, u_b, 0.4, bootstrap=50, seed=9)
         assert (got.low, got.high) == pytest.approx((low, high), abs=1e-12), cells
+
+
+def scar_pair(prior: float, n_p: int, n_u: int, tpr_a: float, tpr_b: float, fpr: float,
+              seed: int):
+    """Held-out P and U where model a finds `tpr_a` of the positives and b `tpr_b`, both
+    with false positive rate `fpr` (each row's hit drawn apart), and the true difference of
+    their accuracies on U from U's hidden labels."""
+    rng = np.random.default_rng(seed)
+    y_u = rng.random(n_u) < prior
+    u = [np.where(y_u, rng.random(n_u) < t, rng.random(n_u) < fpr).astype(float)
+         for t in (tpr_a, tpr_b)]
+    p = [(rng.random(n_p) < t).astype(float) for t in (tpr_a, tpr_b)]
+    truth = ((u[0] >= 0.5) == y_u).mean() - ((u[1] >= 0.5) == y_u).mean()
+    return p[0], u[0], p[1], u[1], float(truth)
+
+
+def test_a_wrong_prior_moves_the_difference_by_twice_its_error_times_the_tpr_gap():
+    """Known answer: acc_a - acc_b = (r_b - r_a) + 2 pi (TPR_a - TPR_b), so a prior off by
+    d moves it by 2 d (TPR_a - TPR_b) and no more."""
+    p_a, u_a, p_b, u_b, _ = scar_pair(0.5, 2000, 20000, 0.9, 0.6, 0.1, seed=3)
+    gap = (p_a >= 0.5).mean() - (p_b >= 0.5).mean()
+    at = {pi: paired_difference(p_a, u_a, p_b, u_b, pi, bootstrap=0).value
+          for pi in (0.45, 0.5)}
+    assert at[0.5] - at[0.45] == pytest.approx(2 * 0.05 * gap, abs=1e-12)
+
+
+def test_the_priors_error_widens_the_interval_so_it_holds_the_truth_under_a_wrong_prior():
+    """Prior 0.5, estimated 0.47 with a stated 95% half-width of 0.05: on large samples
+    the bootstrap's interval alone is narrow and misses the true difference, the interval
+    with the prior's part holds it."""
+    held = {0.0: 0, 0.05: 0}
+    for seed in range(10):
+        p_a, u_a, p_b, u_b, truth = scar_pair(0.5, 20000, 40000, 0.9, 0.6, 0.1, seed)
+        for error in held:
+            got = paired_difference(p_a, u_a, p_b, u_b, 0.47, bootstrap=100, seed=seed,
+                                    prior_error=error)
+            held[error] += got.low <= truth <= got.high
+    assert held[0.0] <= 2 and held[0.05] == 10, held
+
+
+def test_the_priors_part_joins_the_bootstraps_as_an_independent_error():
+    """Each side: the root of the sum of the squares of the bootstrap's half and
+    2 e |TPR_a - TPR_b|; models that agree on P get nothing from the prior."""
+    p_a, u_a, p_b, u_b, _ = scar_pair(0.4, 300, 2000, 0.9, 0.8, 0.1, seed=5)
+    alone = paired_difference(p_a, u_a, p_b, u_b, 0.4, bootstrap=300, seed=1)
+    got = paired_difference(p_a, u_a, p_b, u_b, 0.4, bootstrap=300, seed=1,
+                            prior_error=0.03)
+    shift = 2 * 0.03 * abs((p_a >= 0.5).mean() - (p_b >= 0.5).mean())
+    assert got.value == alone.value
+    assert got.value - got.low == pytest.approx(np.hypot(alone.value - alone.low, shift))
+    assert got.high - got.value == pytest.approx(np.hypot(alone.high - alone.value, shift))
+    same_p = paired_difference(p_a, u_a, p_a, u_b, 0.4, bootstrap=300, seed=1,
+                               prior_error=0.03)
+    plain = paired_difference(p_a, u_a, p_a, u_b, 0.4, bootstrap=300, seed=1)
+    assert (same_p.low, same_p.high) == (plain.low, plain.high)
+
+
+def test_over_seeds_the_priors_shifts_add_as_one_error():
+    """An estimator's bias is shared by the seeds: the mean difference's prior part is
+    the mean of the parts' shifts, which do not shrink as independent errors would."""
+    from pucl.evaluation.paired import PairedRows, paired_difference_over
+
+    parts = [PairedRows(*scar_pair(0.5, 2000, 20000, 0.9, 0.6, 0.1, seed)[:4], 0.45, 0.05)
+             for seed in (30, 31, 32, 33)]
+    got = paired_difference_over(parts, bootstrap=200)
+    gaps = [(part.p_a >= 0.5).mean() - (part.p_b >= 0.5).mean() for part in parts]
+    assert got.high - got.value >= 2 * 0.05 * np.mean(gaps) - 1e-12

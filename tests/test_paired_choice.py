@@ -158,3 +158,35 @@ def test_each_grid_point_gets_its_own_leader_and_choice():
     picked = choose_paired(table, frame, ["variant", "split.n_p"], scores.get, ["split.n_p"])
     chosen = {(table.loc[i, "split.n_p"], table.loc[i, "variant"]) for i in picked.chosen}
     assert chosen == {(100, "a"), (200, "b")}
+
+
+def test_a_pair_carries_the_wider_of_its_runs_prior_errors():
+    """Two runs of one split: the paired part allows the wider prior error of the two; a
+    run logged before val_prior_error (nan) allows none of its own."""
+    from pucl.reporting.paired_choice import paired_part
+
+    y, rng = validation_rows(0)
+    a, b = (scored(y, rng.random(len(y)) < 0.9) for _ in range(2))
+    assert paired_part(a, b, PRIOR, PRIOR, 0.03, 0.05).prior_error == 0.05
+    assert paired_part(a, b, PRIOR, PRIOR, np.nan, 0.04).prior_error == 0.04
+    assert paired_part(a, b, PRIOR, PRIOR, np.nan, np.nan).prior_error == 0.0
+    assert paired_part(a, b, PRIOR, PRIOR + 0.01, 0.03, 0.03) is None  # another prior
+
+
+def test_the_choice_widens_a_difference_by_the_runs_logged_prior_error():
+    """The same runs, once with val_prior_error logged: the choice's interval around the
+    same difference is wider on both sides (the variants' TPR gaps are not zero)."""
+    records, scores = runs_of({"base": 0.0, "better": 0.03}, {"base": 1, "better": 1})
+
+    def difference(error):
+        frame = runs_frame({"name": r.name, "run_id": r.run_id, "params": r.params,
+                            "metrics": {**r.metrics, **({"val_prior_error": error}
+                                                        if error else {})},
+                            "variant": r.tags["variant"], "minutes": r.minutes}
+                           for r in records)
+        table = comparison_table(frame, ["variant"])
+        return choose_paired(table, frame, ["variant"], scores.get).versus[0].difference
+
+    plain, widened = difference(None), difference(0.2)
+    assert widened.value == plain.value
+    assert widened.low < plain.low and widened.high > plain.high

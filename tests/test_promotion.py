@@ -70,3 +70,28 @@ def test_the_interval_holds_the_true_difference_in_most_draws():
         diff = paired_on_holdout(challenger, champion, hold, "case_control", seed=seed)
         held += diff.low <= truth <= diff.high
     assert held >= 34  # a 95% interval: at least 85% of 40 draws
+
+
+def test_a_gain_that_only_a_prior_set_too_high_shows_is_a_tie_within_the_priors_error():
+    """Two models of equal true accuracy on U (0.89): the challenger finds more positives
+    (TPR 0.95 against 0.85) at the cost of more false positives (0.15 against 1/12). With
+    the holdout's prior frozen 0.06 too high the estimate favours the higher TPR by
+    2 x 0.06 x 0.1 = 0.012, which the rows' noise alone would promote; with the prior's
+    error (evaluate.prior_error) in the interval it is a tie, and the truth is inside."""
+    rng = np.random.default_rng(7)
+    n_p, n_u = 20000, 50000
+    y = np.r_[np.ones(n_p, int), (rng.random(n_u) < 0.4).astype(int)]
+    pu = np.r_[np.ones(n_p, int), np.zeros(n_u, int)]
+    draw = rng.random(len(y))
+    challenger = np.where(y == 1, draw < 0.95, draw < 0.15).astype(float)
+    champion = np.where(y == 1, draw < 0.85, draw < 1 / 12).astype(float)
+    u = pu == 0  # U under single_dataset: the rows not labelled
+    truth = ((challenger[u] >= 0.5) == y[u]).mean() - ((champion[u] >= 0.5) == y[u]).mean()
+    hold = Holdout(np.zeros((len(y), 2), np.float32), np.full(len(y), -1), pu,
+                   float(y[u].mean()) + 0.06)
+    rows_only = paired_on_holdout(challenger, champion, hold, "single_dataset")
+    with_prior = paired_on_holdout(challenger, champion, hold, "single_dataset",
+                                   prior_error=0.08)
+    assert abs(truth) < 0.003
+    assert rows_only.verdict(0.0) == "a" and not rows_only.low <= truth <= rows_only.high
+    assert with_prior.verdict(0.0) == "tie" and with_prior.low <= truth <= with_prior.high

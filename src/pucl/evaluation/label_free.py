@@ -186,14 +186,16 @@ def validation_metrics(p_scores: np.ndarray, u_scores: np.ndarray, prior: float,
                        ) -> dict[str, float]:
     """The validation part's entries of metrics.json: `val_est_<name>` for each name of
     VALIDATION_METRICS with `_low` / `_high` (Estimate.interval), the held-out counts
-    `val_n_p` / `val_n_u`, the prior they read (`val_prior`); and, where every member of
+    `val_n_p` / `val_n_u`, the prior they read (`val_prior`) and the error allowed it
+    (`val_prior_error`, which a paired difference reads too); and, where every member of
     the held-out U has a known label, `val_true_<name>`: the same metric from those labels
     (an oracle check of the estimate, never an input to it)."""
     estimates = estimate_metrics(p_scores, u_scores, prior, prior_error=prior_error,
                                  seed=seed)
     tpr, r = _rates(np.asarray(p_scores, float), np.asarray(u_scores, float), 0.5)
     out: dict[str, float] = {"val_n_p": len(p_scores), "val_n_u": len(u_scores),
-                             "val_prior": prior, "val_tpr": tpr, "val_positive_rate": r}
+                             "val_prior": prior, "val_prior_error": prior_error,
+                             "val_tpr": tpr, "val_positive_rate": r}
     for name, metric in VALIDATION_METRICS.items():
         low, high = estimates[metric].interval()
         out.update({f"val_est_{name}": estimates[metric].value,

@@ -180,14 +180,14 @@ def score_holdout(scores: np.ndarray, hold: Holdout, metric: str, scenario: str,
 
 
 def paired_on_holdout(challenger: np.ndarray, champion: np.ndarray, hold: Holdout,
-                      scenario: str, seed: int = 0) -> Difference:
+                      scenario: str, prior_error: float = 0.0, seed: int = 0) -> Difference:
     """The challenger's estimated accuracy minus the champion's, on the PU holdout's same
-    P and U rows with its frozen prior, with a paired bootstrap interval
-    (pucl.evaluation.paired)."""
+    P and U rows with its frozen prior, with a paired bootstrap interval widened by the
+    prior's part (pucl.evaluation.paired)."""
     labelled = hold.pu == 1
     in_u = unlabeled_rows(labelled, scenario)
     return paired_difference(challenger[labelled], challenger[in_u], champion[labelled],
-                             champion[in_u], hold.prior, seed=seed)
+                             champion[in_u], hold.prior, seed=seed, prior_error=prior_error)
 
 
 def arrived_prior(params: Params, root: Path, since_batches: int
@@ -417,7 +417,7 @@ def _decide(decision: Decision, store: tracking.Store, params: Params, champion:
               and held is not None and held.scores is not None)
     if paired:
         diff = paired_on_holdout(challenger.scores, held.scores, hold, params.split.scenario,
-                                 params.base.seed)
+                                 params.evaluate.prior_error, params.base.seed)
         decision.difference, decision.difference_low, decision.difference_high = (
             diff.value, diff.low, diff.high)
         promote = diff.verdict(t.min_improvement) == "a"

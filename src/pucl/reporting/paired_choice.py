@@ -60,17 +60,20 @@ class PairedChoice:
         return [int(i) for i in np.flatnonzero(self.picks)]
 
 
-def paired_part(a: pd.DataFrame, b: pd.DataFrame, prior_a: float, prior_b: float
-                ) -> PairedRows | None:
+def paired_part(a: pd.DataFrame, b: pd.DataFrame, prior_a: float, prior_b: float,
+                error_a: float = 0.0, error_b: float = 0.0) -> PairedRows | None:
     """Two runs' validation scores as one paired part, or None when they did not score
-    the same rows (index, pu, in_u) with the same prior."""
+    the same rows (index, pu, in_u) with the same prior. The part's prior error is the
+    wider of the two runs' (`val_prior_error`; a run logged before it: none)."""
     if (len(a) == 0 or len(a) != len(b) or not np.isclose(prior_a, prior_b, atol=1e-9)
             or not all((a[c].to_numpy() == b[c].to_numpy()).all()
                        for c in ("index", "pu", "in_u"))):
         return None
     labelled, in_u = a["pu"].to_numpy() == 1, a["in_u"].to_numpy().astype(bool)
     sa, sb = a["score"].to_numpy(float), b["score"].to_numpy(float)
-    return PairedRows(sa[labelled], sa[in_u], sb[labelled], sb[in_u], float(prior_a))
+    error = np.nanmax([error_a, error_b, 0.0])
+    return PairedRows(sa[labelled], sa[in_u], sb[labelled], sb[in_u], float(prior_a),
+                      float(error))
 
 
 def choose_paired(table: pd.DataFrame, frame: pd.DataFrame, by: Sequence[str],
@@ -152,7 +155,8 @@ def _parts(lead: pd.DataFrame, other: pd.DataFrame,
         sa, sb = scores(a["run_id"]), scores(b["run_id"])
         if sa is None or sb is None:
             continue
-        part = paired_part(sa, sb, a.get("val_prior", np.nan), b.get("val_prior", np.nan))
+        part = paired_part(sa, sb, *(run.get(column, np.nan) for column in
+                                     ("val_prior", "val_prior_error") for run in (a, b)))
         if part is not None:
             parts.append(part)
     return parts

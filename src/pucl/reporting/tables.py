@@ -26,7 +26,7 @@ RESULT_METRICS = ("accuracy", "f1", "roc_auc", "precision", "recall")
 ESTIMATE_METRICS = (CHOICE_METRIC, "val_est_f1", "val_est_auc", "prior_estimate")
 # runs_frame's columns read from params, times and work
 DERIVED = ("prior_source", "minutes_per_seed", "gmac_per_seed")
-PAIRING = ("val_prior",)  # runs_frame's columns that pair two runs' validation scores
+PAIRING = ("val_prior", "val_prior_error")  # runs_frame's columns that pair validation scores
 # Params that change how a run executes, not what it computes.
 EXECUTION_PARAMS = ("base.device", "base.threads", "tracking.uri", "tracking.experiment")
 
