@@ -8,8 +8,8 @@ the TPR on U's unlabelled positives that it stands for (`tpr_u`), the estimate
 hidden labels (`val_true`). With `--against NAME`, each candidate's paired difference
 to NAME on the same table and seed (`pucl.evaluation.paired`, the choice's own rule)
 beside the true difference of their out-of-fold accuracies on U, and whether the
-interval holds it. The interval carries the prior's part at `--prior-error` (0.03, the
-estimator's `evaluate.prior_error`: the least the product allows, since a fit widens it
+interval holds it. The interval carries the prior's part at `--prior-error` (by default
+`evaluate.prior_error`'s 0.03: the least the product allows, since a fit widens it
 to its prior's own half-width, which runs.csv does not keep; 0 gives the rows' part
 alone). A diagnostic: it reads labels and chooses nothing.
 
@@ -25,6 +25,7 @@ import pandas as pd
 from tabular import CHOOSE, pu_rows, scores_file
 
 from pucl.evaluation.paired import paired_difference
+from pucl.recipe.settings import EvaluateParams
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,8 +75,10 @@ def main() -> None:
     parser.add_argument("--scope", default="classifier")
     parser.add_argument("--csv", type=Path, help="also write one row per fit here")
     parser.add_argument("--against", help="pair each candidate with this one")
-    parser.add_argument("--prior-error", type=float, default=0.03,
-                        help="the prior's 95%% half-width in the paired interval")
+    parser.add_argument("--prior-error", type=float,
+                        default=EvaluateParams.model_fields["prior_error"].default,
+                        help="the prior's 95%% half-width in the paired interval "
+                        "(default: evaluate.prior_error's)")
     args = parser.parse_args()
     found = [leak_row(t, s, m, args.folds, args.scope, args.out) for m in args.candidates
              for t in CHOOSE for s in args.seeds]

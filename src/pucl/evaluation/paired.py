@@ -107,14 +107,14 @@ def _one_part(part: PairedRows, threshold: float, bootstrap: int,
         raise ValueError(f"need held-out P and U scores, got {len(p_a)} and {len(u_a)} rows")
     hits_p = np.stack([p_a >= threshold, p_b >= threshold])  # [model, row]
     hits_u = np.stack([u_a >= threshold, u_b >= threshold])
-    full = accuracy_on_u(hits_p.mean(axis=-1), hits_u.mean(axis=-1), prior)
+    tpr_full = hits_p.mean(axis=-1)
+    full = accuracy_on_u(tpr_full, hits_u.mean(axis=-1), prior)
     # all of P's resamples are drawn before U's, as one [draws, rows] block each would be
     tpr = _resampled_means(hits_p, bootstrap, rng)
     r = _resampled_means(hits_u, bootstrap, rng)
     accuracy = accuracy_on_u(tpr, r, prior)
-    tpr_gap = hits_p[0].mean() - hits_p[1].mean()
     return (float(full[0] - full[1]), accuracy[0] - accuracy[1],
-            float(2.0 * part.prior_error * tpr_gap))
+            float(2.0 * part.prior_error * (tpr_full[0] - tpr_full[1])))
 
 
 def _resampled_means(hits: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:

@@ -155,8 +155,8 @@ def _parts(lead: pd.DataFrame, other: pd.DataFrame,
         sa, sb = scores(a["run_id"]), scores(b["run_id"])
         if sa is None or sb is None:
             continue
-        part = paired_part(sa, sb, *(run.get(column, np.nan) for column in
-                                     ("val_prior", "val_prior_error") for run in (a, b)))
+        part = paired_part(sa, sb, a.get("val_prior", np.nan), b.get("val_prior", np.nan),
+                           a.get("val_prior_error", np.nan), b.get("val_prior_error", np.nan))
         if part is not None:
             parts.append(part)
     return parts
