@@ -135,7 +135,9 @@ _AUGMENT = {"aug_default": {"augment": {"feature_drop": 0.1, "feature_noise": 0.
 _HEAD = {"pupl_ce": {"objective": "pupl_ce", "finetune_epochs": 0},
          "nnpu_ft20": {"objective": "nnpu", "finetune_epochs": 20},
          "dist_pu_ft20": {"objective": "dist_pu", "finetune_epochs": 20}}
-CANDIDATES = {f"{a}+{h}": {**aug, **head} for a, aug in _AUGMENT.items()
+# Every round before the tenth pretrained with PUCL's loss, the default of its time; the
+# candidates keep it so that their names still build the models of their rows.
+CANDIDATES = {f"{a}+{h}": {"loss": "pucl", **aug, **head} for a, aug in _AUGMENT.items()
               for h, head in _HEAD.items()}
 # Second round, over the first round's winner: three encoders averaged, a longer
 # fine-tuning, a longer pretraining.
@@ -183,8 +185,8 @@ CANDIDATES["mask50+dist_pu_ft60+pt100+wd5e-3"] = {
 # the whole recipe (--scope recipe), where no estimate reads a label its encoder saw, and
 # one epoch of pretraining (+pt1, about a Dist-PU MLP): +sscl led, clear of the defaults;
 # +drop20 tied it at the same work and +pt1 read 0.023 lower, so both were removed (rows in
-# runs.csv; drop20 at commit 6a95811; pt1 was {**_TODAY, "epochs": 1}). +sscl waits for
-# `pretrain.loss: auto` to become the feature rows' default.
+# runs.csv; drop20 at commit 6a95811; pt1 was {**_TODAY, "epochs": 1}). +sscl is the
+# feature rows' default since (`pretrain.loss: auto`).
 _TODAY = CANDIDATES["mask50+dist_pu_ft60+pt100+wd5e-3"]
 CANDIDATES["mask50+dist_pu_ft60+pt100+wd5e-3+sscl"] = {**_TODAY, "loss": "sscl"}
 

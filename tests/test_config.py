@@ -68,7 +68,7 @@ def test_unreadable_params_file(tmp_path):
 
 def test_flatten_for_mlflow():
     flat = flatten(Params().pretrain, "pretrain")
-    assert flat["pretrain.augment.degrees"] == 10.0 and flat["pretrain.loss"] == "pucl"
+    assert flat["pretrain.augment.degrees"] == 10.0 and flat["pretrain.loss"] == "auto"
 
 
 def test_yaml_round_trip():

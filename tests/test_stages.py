@@ -246,6 +246,30 @@ def test_pretraining_fingerprint_follows_the_training_inputs_content(project):
                                                                       edited)
 
 
+def test_pretraining_fingerprint_keys_what_auto_decides(project):
+    """A cached encoder is keyed by the settings `auto` decided for its inputs: auto and
+    the loss it decides share one entry; another loss, or rows decided otherwise, do not."""
+    import pandas as pd
+    import torch
+
+    from pucl.artifacts.pretraining import fingerprint
+    from pucl.params.config import load_params
+
+    base = load_params(project / "params.yaml")
+    manifest = pd.DataFrame({"index": [0, 1], "split": "train", "pu": [1, 0],
+                             "in_u": [True, True], "y": [1, 0]})
+
+    def printed(loss: str, images) -> str:
+        params = base.model_copy(update={"pretrain": base.pretrain.model_copy(
+            update={"loss": loss})})
+        return fingerprint(params, manifest, None, images)
+
+    rows, pixels = torch.zeros(2, 12), torch.zeros(2, 1, 28, 28, dtype=torch.uint8)
+    assert base.pretrain.loss == "auto"
+    assert printed("auto", rows) == printed("sscl", rows) != printed("pucl", rows)
+    assert printed("auto", pixels) == printed("pucl", pixels) != printed("sscl", pixels)
+
+
 def test_pretraining_fingerprint_follows_the_device(project, monkeypatch):
     """An encoder trained on CUDA is not the CPU's: neither is reused or resumed by a run
     on the other; auto is whichever device it resolves to."""

@@ -93,9 +93,10 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         prior of the unlabeled rows, a number in (0, 1) (prior.method).
     loss, encoder, epochs, batch_size, lr, weight_decay, temperature, proj_dim,
     proj_hidden, members
-        Pretraining (pretrain.*): the contrastive objective, the encoder (auto: mlp for
-        feature rows, lenet5 for greyscale images of 20 to 64 px a side, cnn7 for
-        others), its schedule (`epochs` auto: 50 for images, 100 for feature rows), and
+        Pretraining (pretrain.*): the contrastive objective (`loss` auto: pucl for
+        images, sscl for feature rows), the encoder (auto: mlp for feature rows, lenet5
+        for greyscale images of 20 to 64 px a side, cnn7 for others), its schedule
+        (`epochs` auto: 50 for images, 100 for feature rows), and
         the number of encoders (seeds random_state, +1, ...) whose scores are averaged.
     augment : dict, default=None
         Changes to the pretraining augmentations (pretrain.augment), e.g. {"hflip": 0.5}

@@ -34,6 +34,7 @@ import pucl.recipe.pretraining as recipe_module
 from pucl.errors import DataError
 from pucl.io import atomic_path, read_torch, write_table
 from pucl.recipe import Recipe
+from pucl.recipe.by_input import for_inputs
 from pucl.recipe.pretraining import encoder_identity, resolve_encoder
 from pucl.runtime.device import resolve_device
 
@@ -67,7 +68,9 @@ def fingerprint(params: Params, manifest: pd.DataFrame, prior: float | None,
     (the module's docstring)."""
     code = hashlib.sha256(b"".join(f.read_bytes() for f in training_code_files()))
     content = hashlib.sha256(np.ascontiguousarray(images.numpy()).data).hexdigest()
-    key = encoder_identity(Recipe.of(params), seed)
+    # the `auto` settings decided for these inputs: a change of what `auto` means (the
+    # loss, the epochs) trains a new encoder instead of restoring the old one
+    key = encoder_identity(for_inputs(Recipe.of(params), images.shape[1:], len(images)), seed)
     key["pretrain"]["encoder"] = resolve_encoder(params.pretrain.encoder, images.shape[1:])
     key.update({"data": params.data.model_dump(), "manifest": hashlib.sha256(
         pd.util.hash_pandas_object(manifest, index=False).to_numpy().tobytes()).hexdigest(),

@@ -21,7 +21,7 @@ REGISTRY_CHOICES: tuple[tuple[str, str, Registry, tuple[str, ...]], ...] = (
     ("prior", "method", PRIOR_ESTIMATORS, ("given", "oracle")),
     ("pretrain", "method", PRETRAINING_METHODS, ()),
     ("pretrain", "encoder", ENCODERS, ("auto",)),
-    ("pretrain", "loss", CONTRASTIVE_LOSSES, ()),
+    ("pretrain", "loss", CONTRASTIVE_LOSSES, ("auto",)),
     ("pupl", "method", PSEUDO_LABELLERS, ()),
     ("classifier", "objective", CLASSIFIER_OBJECTIVES, ("auto",)),
 )

@@ -12,7 +12,7 @@ from pucl.losses import CONTRASTIVE_LOSSES
 from pucl.models import ContrastiveModel
 from pucl.pretraining import PRETRAINING_METHODS, PretrainJob, PretrainResult
 from pucl.recipe import Recipe, entry_settings
-from pucl.recipe.by_input import for_inputs
+from pucl.recipe.by_input import AUTO, for_inputs
 from pucl.runtime.device import seeded_generator
 
 # LeNet-5 takes greyscale images of any side it can convolve twice (20 pixels) and stays
@@ -56,6 +56,9 @@ def contrastive_loss(recipe: Recipe, prior: float | None) -> nn.Module:
     """pretrain.loss with its settings (pretrain.<loss>, when it has any), the temperature
     and, for PUNCE and DCL, the class prior."""
     p = recipe.pretrain
+    if p.loss == AUTO:  # a caller skipped pucl.recipe.by_input.for_inputs
+        raise ValueError("pretrain.loss is still 'auto': decide the recipe for its inputs "
+                         "first (pucl.recipe.by_input.for_inputs)")
     entry = CONTRASTIVE_LOSSES.get(p.loss)
     return entry.build(entry_settings(p, "pretrain", entry), temperature=p.temperature,
                        pi=prior)

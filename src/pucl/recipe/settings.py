@@ -129,8 +129,10 @@ class PretrainParams(MethodSection):
     # feature rows, lenet5 for greyscale images of 20 to 64 px a side, cnn7 for others
     # (pucl.recipe.pretraining.resolve_encoder)
     encoder: str = "auto"
-    # a loss of pucl.losses.CONTRASTIVE_LOSSES (sscl, scl_pu, mcl, pucl, punce, dcl, ...)
-    loss: str = "pucl"
+    # a loss of pucl.losses.CONTRASTIVE_LOSSES (sscl, scl_pu, mcl, pucl, punce, dcl, ...),
+    # or auto: by the kind of input (pucl.recipe.by_input: pucl for images, sscl for
+    # feature rows, pucl for tables of over 50,000 rows)
+    loss: str = "auto"
     temperature: float = Field(0.5, gt=0.0)
     # PUNCE / DCL: the estimate_prior stage's value, the true prior of U (benchmarks
     # only, tagged as oracle), or a number in [0, 1).

@@ -1,13 +1,11 @@
 """Stage pretrain: encoders and projection heads (docs/objectives.md); with
 `pretrain.method: ncpu`, NcPU (paper 001), which trains a classifier along with them.
 
-Outputs: `model.pt`, `history.csv` (a DVC plot), `loss.png`, and `checkpoint.pt`, a
-`persist` output a rerun resumes from; finished encoders are kept in and restored from
-`paths.pretrain_cache` (`pucl.artifacts.pretraining`). With `pretrain.members` = m > 1,
-m encoders with seeds pretrain.seed (else base.seed), +1, ..., each the encoder a single
-run with that seed trains; `model.pt` holds the first and the others under
-`other_members`, and history.csv gains a `member` column.
-"""
+Outputs: `model.pt`, `history.csv` (a DVC plot), `loss.png`, and `checkpoint.pt` (a
+`persist` output a rerun resumes from); finished encoders are cached in
+`paths.pretrain_cache` (`pucl.artifacts.pretraining`). `pretrain.members` = m > 1 trains
+the encoders of m seeds (pretrain.seed, else base.seed, +1, ...) as single runs would;
+`model.pt` holds the first, the others under `other_members`."""
 
 from __future__ import annotations
 
@@ -31,6 +29,7 @@ from pucl.artifacts.pretraining import (
 from pucl.io import read_torch, save_figure, write_torch
 from pucl.pretraining.loop import EpochStats
 from pucl.recipe import Recipe
+from pucl.recipe.by_input import for_inputs
 from pucl.recipe.pretraining import member_seeds, needs_prior, pretrain
 from pucl.reporting.figures import loss_figure
 from pucl.runtime.device import resolve_device
@@ -88,9 +87,10 @@ def pretrain_member(ctx: StageContext, recipe: Recipe, k: int, seed: int, last: 
 
 
 def run(ctx: StageContext) -> dict:
-    p, recipe = ctx.params.pretrain, Recipe.of(ctx.params)
     train = ctx.rows("train").drop(columns="fold", errors="ignore")  # folds refit heads only
     images = torch.from_numpy(ctx.data().x_train[train["index"].to_numpy()])
+    recipe = for_inputs(Recipe.of(ctx.params), images.shape[1:], len(images))  # as pretrain()
+    p = recipe.pretrain
     is_labeled = torch.from_numpy(train["pu"].to_numpy() == 1)
     prior, source = ctx.class_prior(p.prior) if needs_prior(recipe) else (None, None)
     seeds = member_seeds(recipe)
@@ -113,8 +113,8 @@ def run(ctx: StageContext) -> dict:
     save_figure(ctx.path("pretrain", "loss.png"), loss_figure(frames, seeds, p.method, p.loss))
     for name in ("history.csv", "loss.png", "model.pt"):
         ctx.run.log_artifact(ctx.path("pretrain", name))
-    if source is not None:
-        ctx.run.set_tags({"loss_prior_source": source})
+    ctx.run.set_tags({"pretrain_loss": p.loss,  # what `auto` decided for these rows
+                      **({"loss_prior_source": source} if source is not None else {})})
     return {**history_metrics(frames), **({"loss_prior": prior} if prior is not None else {}),
             "members": len(seeds),  # reused 1: every encoder restored from the cache
             "reused": float(all(entry is not None for entry in reused))}
