@@ -106,9 +106,9 @@ def test_the_interval_is_the_naive_paired_bootstrap_whatever_the_slices(monkeypa
     rng = np.random.default_rng(9)
     rows_p, rows_u = rng.integers(0, 60, (50, 60)), rng.integers(0, 500, (50, 500))
 
-    def accuracy(p, u):
+    def accuracy(p, u):  # pi TPR + (1 - pi)(1 - FPR), FPR = (r - pi TPR) / (1 - pi)
         tpr, r = (p[rows_p] >= 0.5).mean(axis=1), (u[rows_u] >= 0.5).mean(axis=1)
-        fpr = np.clip((r - 0.4 * tpr) / 0.6, 0, 1)
+        fpr = (r - 0.4 * tpr) / 0.6
         return 0.4 * tpr + 0.6 * (1 - fpr)
 
     low, high = np.percentile(accuracy(p_a, u_a) - accuracy(p_b, u_b), [2.5, 97.5])
@@ -116,6 +116,28 @@ def test_the_interval_is_the_naive_paired_bootstrap_whatever_the_slices(monkeypa
         monkeypatch.setattr(label_free, "RESAMPLE_CELLS", cells)
         got = paired_difference(p_a, u_a, p_b, u_b, 0.4, bootstrap=50, seed=9)
         assert (got.low, got.high) == pytest.approx((low, high), abs=1e-12), cells
+
+
+def test_a_prior_that_clips_fpr_still_reads_the_models_difference_on_u():
+    """Two models with one TPR (0.9) on U of prior 0.3, a with no false positives and b
+    calling 5% of the negatives positive, read with a prior of 0.4 (too high): each
+    model's FPR from U would be below 0, which a single estimate clips, so their clipped
+    accuracies are level. The true difference is 0.7 x 0.05 = 0.035 whatever the prior,
+    since the TPRs agree; the paired difference reads it and its interval holds it."""
+    rng = np.random.default_rng(5)
+    y_u = rng.random(20000) < 0.3
+    found = rng.random(20000) < 0.9
+    u_a = (y_u & found).astype(float)
+    u_b = (y_u & found | ~y_u & (rng.random(20000) < 0.05)).astype(float)
+    p_a = p_b = (rng.random(2000) < 0.9).astype(float)
+    truth = ((u_a >= 0.5) == y_u).mean() - ((u_b >= 0.5) == y_u).mean()
+    assert u_b.mean() < 0.4 * p_b.mean()  # b's FPR from U would be negative, a's too
+    clipped = [estimate_metrics(p, u, 0.4, bootstrap=0)["accuracy"].value
+               for p, u in ((p_a, u_a), (p_b, u_b))]
+    assert clipped[0] == pytest.approx(clipped[1], abs=1e-12)  # the clip hides b's errors
+    got = paired_difference(p_a, u_a, p_b, u_b, 0.4, bootstrap=400, seed=5)
+    assert got.value == pytest.approx(truth, abs=1e-12)  # equal TPRs: exact on U
+    assert got.low <= truth <= got.high and got.verdict() == "a"
 
 
 def scar_pair(prior: float, n_p: int, n_u: int, tpr_a: float, tpr_b: float, fpr: float,
