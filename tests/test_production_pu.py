@@ -82,7 +82,10 @@ def test_a_cycle_with_p_and_u_alone(tmp_path, harness):
         result = pucl("data", "init", "pu.npz", "--rows", "1500", "--rest", "arriving.npz")
         holdout = np.load(root / "data/dataset/holdout.npz")
         # 10% of the 400 labelled and of the 1,600 others, the prior frozen beside them
-        assert sorted(holdout.files) == ["prior", "pu_test", "x_test", "y_test"]
+        assert sorted(holdout.files) == ["prior", "prior_halfwidth", "pu_test", "x_test",
+                                         "y_test"]
+        halfwidth = float(holdout["prior_halfwidth"])  # TED^n's bootstrap and restarts
+        assert 0 < halfwidth < 0.3
         assert (holdout["pu_test"].sum(), len(holdout["pu_test"])) == (40, 200)
         assert (holdout["y_test"][holdout["pu_test"] == 0] == -1).all()  # nothing known
         prior = float(holdout["prior"])
@@ -99,6 +102,7 @@ def test_a_cycle_with_p_and_u_alone(tmp_path, harness):
         assert first["retrain.decision"] == "promoted"
         assert first["retrain.score_kind"] == "estimated"
         assert first["holdout.prior"] == f"{prior:.4f}"
+        assert first["holdout.prior_halfwidth"] == f"{halfwidth:.4f}"
         served = mlflow.pyfunc.load_model(f"models:/{MODEL}@champion")
         scores = served.predict(holdout["x_test"].astype(np.float32) / 255)
         naive = naive_estimate(scores, holdout["pu_test"], prior)
@@ -121,7 +125,7 @@ def test_a_cycle_with_p_and_u_alone(tmp_path, harness):
         pucl("data", "reestimate-prior", "--set", "prior.method=given",
              "--set", "prior.value=0.37")
         moved = np.load(root / "data/dataset/holdout.npz")
-        assert float(moved["prior"]) == 0.37
+        assert float(moved["prior"]) == 0.37 and "prior_halfwidth" not in moved.files
         for key in ("x_test", "pu_test", "y_test"):
             assert np.array_equal(moved[key], holdout[key]), key
         exp = client.get_experiment_by_name("pucl")
@@ -129,7 +133,8 @@ def test_a_cycle_with_p_and_u_alone(tmp_path, harness):
         assert runs[0].data.tags["holdout.prior_before"] == f"{prior:.6f}"
         assert runs[0].data.metrics["holdout_prior"] == 0.37
         pucl("data", "reestimate-prior")  # back: init's estimate, the version it had
-        assert float(np.load(root / "data/dataset/holdout.npz")["prior"]) == prior
+        back = np.load(root / "data/dataset/holdout.npz")
+        assert (float(back["prior"]), float(back["prior_halfwidth"])) == (prior, halfwidth)
         pucl("retrain", "--no-progress")
         assert retrain_tags(client)["retrain.decision"] == "skipped"
 

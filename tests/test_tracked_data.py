@@ -199,3 +199,26 @@ def test_pucl_check_finds_a_relative_data_path_from_a_subdirectory(tmp_path):
          "data.task=given", "--set", "data.path=mine.npz"],
         cwd=sub, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_pu_holdout_keeps_its_priors_half_width_and_reads_without_one(tmp_path):
+    """Frozen since the half-width joined the format, a PU holdout carries it and the
+    retrain's intervals cover it where it exceeds evaluate.prior_error; one frozen before
+    reads as it did, with none, and a half-width outside [0, 1) is refused."""
+    from pucl.data.tracked import Holdout, read_holdout
+    from pucl.flows.retrain import holdout_prior_error
+
+    x, pu = images(6, 0), np.array([1, 1, 0, 0, 0, 0])
+    y = np.where(pu == 1, 1, -1)
+    params = Params()
+    for halfwidth, allowed in ((0.07, 0.07), (0.01, params.evaluate.prior_error),
+                               (None, params.evaluate.prior_error)):
+        np.savez(tmp_path / "holdout.npz",
+                 **Holdout(x, y, pu, 0.4, halfwidth).arrays())
+        read = read_holdout(tmp_path)
+        assert (read.prior, read.prior_halfwidth) == (0.4, halfwidth)
+        assert holdout_prior_error(params, read) == allowed
+    arrays = dict(np.load(tmp_path / "holdout.npz"))
+    np.savez(tmp_path / "holdout.npz", **arrays, prior_halfwidth=np.float64(1.5))
+    with pytest.raises(DataError, match=r"prior_halfwidth = 1.5 must be in \[0, 1\)"):
+        read_holdout(tmp_path)

@@ -94,18 +94,24 @@ def read_batch(file: Path, like: np.ndarray | None = None) -> Batch:
 
 
 LABELLED_KEYS, PU_KEYS = {"x_test", "y_test"}, {"x_test", "pu_test", "y_test", "prior"}
+# a PU holdout frozen since 2026-12-03 also keeps its prior's 95% half-width (where the
+# estimator measured one); one frozen before reads without it
+PU_OPTIONAL = "prior_halfwidth"
 
 
 @dataclass(frozen=True)
 class Holdout:
     """The frozen holdout every model is scored on. Labelled: `y` known on every row, no
     `pu`. PU: `pu` marks held-out labelled positives, `y` is -1 where unknown, and `prior`
-    is U's class prior, frozen with the rows so that every score reads the same one."""
+    is U's class prior, frozen with the rows so that every score reads the same one, with
+    its 95% half-width where its estimator measured one (the error every interval on the
+    holdout covers, where it exceeds evaluate.prior_error)."""
 
     x: np.ndarray
     y: np.ndarray
     pu: np.ndarray | None = None
     prior: float | None = None
+    prior_halfwidth: float | None = None
 
     @property
     def labelled(self) -> bool:
@@ -118,7 +124,9 @@ class Holdout:
         if self.prior is None:
             raise ValueError("a PU holdout is written with its prior (datastore.freeze_prior)")
         return {"x_test": self.x, "pu_test": self.pu.astype(np.int8),
-                "y_test": self.y.astype(np.int8), "prior": np.float64(self.prior)}
+                "y_test": self.y.astype(np.int8), "prior": np.float64(self.prior),
+                **({PU_OPTIONAL: np.float64(self.prior_halfwidth)}
+                   if self.prior_halfwidth is not None else {})}
 
 
 def read_holdout(directory: str | Path) -> Holdout:
@@ -127,9 +135,10 @@ def read_holdout(directory: str | Path) -> Holdout:
         raise DataError(f"{file} does not exist: the tracked dataset is not initialised "
                         "(run: pucl data init)")
     arrays = read_npz(file)
-    if set(arrays) not in (LABELLED_KEYS, PU_KEYS):
+    if set(arrays) not in (LABELLED_KEYS, PU_KEYS, PU_KEYS | {PU_OPTIONAL}):
         raise DataError(f"{file} must hold {', '.join(sorted(LABELLED_KEYS))} (labelled) or "
-                        f"{', '.join(sorted(PU_KEYS))} (PU), has {sorted(arrays)}")
+                        f"{', '.join(sorted(PU_KEYS))} and optionally {PU_OPTIONAL} (PU), has "
+                        f"{sorted(arrays)}")
     x = as_images_or_features(arrays["x_test"], f"{file}: x_test")
     if "pu_test" not in arrays:
         return Holdout(x, binary_labels(arrays["y_test"], f"{file}: y_test", (0, 1)))
@@ -140,7 +149,10 @@ def read_holdout(directory: str | Path) -> Holdout:
         raise DataError(f"{file}: a PU holdout needs pu_test and y_test of x_test's "
                         f"{len(x)} rows and a prior in (0, 1), has {len(pu)}, {len(y)} and "
                         f"{prior}")
-    return Holdout(x, np.where(pu == 1, 1, y), pu, prior)
+    halfwidth = float(arrays[PU_OPTIONAL]) if PU_OPTIONAL in arrays else None
+    if halfwidth is not None and not 0.0 <= halfwidth < 1.0:
+        raise DataError(f"{file}: {PU_OPTIONAL} = {halfwidth} must be in [0, 1)")
+    return Holdout(x, np.where(pu == 1, 1, y), pu, prior, halfwidth)
 
 
 @register("tracked", tasks=("given",), classes=None, image_shape=None, needs_path=True)

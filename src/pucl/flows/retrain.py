@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from pucl.production.datastore import (
     holdout_digest,
 )
 from pucl.production.serving import score
+from pucl.recipe.prior import error_allowed
 from pucl.stages.runner import default_run_name, resolve_params, run_directory, run_pipeline
 from pucl.validation import ValidationFailed
 
@@ -126,8 +127,7 @@ def holdout(params: Params, root: Path) -> Holdout:
     d = params.data
     if d.dataset == "tracked":
         frozen = read_holdout(root / params.paths.dataset)
-        return Holdout(unit_scale(frozen.x).astype(np.float32), frozen.y, frozen.pu,
-                       frozen.prior)
+        return replace(frozen, x=unit_scale(frozen.x).astype(np.float32))
     data = dataset_of(params, root)
     task = get_task(d.task)
     keep = np.flatnonzero(task.keep(data.y_test))
@@ -212,12 +212,18 @@ def arrived_prior(params: Params, root: Path, since_batches: int
     return len(arrived), estimate_prior(params, arrived, positive)
 
 
+def holdout_prior_error(params: Params, hold: Holdout) -> float:
+    """The prior error the holdout's intervals cover: evaluate.prior_error, or the frozen
+    prior's own half-width where that is wider."""
+    return error_allowed(params.evaluate.prior_error, hold.prior_halfwidth)
+
+
 def holdout_score(store: tracking.Store, name: str, version: str, hold: Holdout,
                   params: Params) -> HoldoutScore:
     model = tracking.load_version(store.uri, name, version)
     return score_holdout(score(model, hold.x, what=f"{name} v{version}"), hold,
                          params.tracking.champion_metric, params.split.scenario,
-                         params.evaluate.prior_error, params.base.seed)
+                         holdout_prior_error(params, hold), params.base.seed)
 
 
 # -- one pass ---------------------------------------------------------------------------
@@ -417,7 +423,7 @@ def _decide(decision: Decision, store: tracking.Store, params: Params, champion:
               and held is not None and held.scores is not None)
     if paired:
         diff = paired_on_holdout(challenger.scores, held.scores, hold, params.split.scenario,
-                                 params.evaluate.prior_error, params.base.seed)
+                                 holdout_prior_error(params, hold), params.base.seed)
         decision.difference, decision.difference_low, decision.difference_high = (
             diff.value, diff.low, diff.high)
         promote = diff.verdict(t.min_improvement) == "a"
@@ -514,6 +520,7 @@ def _record(run: tracking.Run, decision: Decision, logger: Any, hold: Holdout,
     where this pass scored it (holdout.*)."""
     low, high = interval if interval is not None else (None, None)
     run.set_tags({**decision.tags(), "holdout.prior": _show(hold.prior),
+                  "holdout.prior_halfwidth": _show(hold.prior_halfwidth),
                   "holdout.estimated_accuracy": _show(estimated_accuracy),
                   "holdout.estimated_accuracy_low": _show(low),
                   "holdout.estimated_accuracy_high": _show(high)})

@@ -35,6 +35,7 @@ from pucl.data.split import (
 from pucl.data.tracked import (
     BATCHES,
     HOLDOUT,
+    PU_OPTIONAL,
     Batch,
     Holdout,
     batch_files,
@@ -323,17 +324,19 @@ def validation_fraction_for(params: Params, pu: np.ndarray, in_shape: tuple[int,
 def freeze_prior(params: Params, holdout: Holdout, first: Batch) -> Holdout:
     """A PU holdout with U's prior estimated by prior.method on the first batch, the
     training rows tracked with it (from the same draw as the holdout); a labelled
-    holdout as it is. Too few rows for the estimator: its DataError, as it says."""
+    holdout as it is. The prior's 95% half-width is frozen with it where the estimator
+    measured one. Too few rows for the estimator: its DataError, as it says."""
     if holdout.pu is None:
         return holdout
     labelled = first.pu == 1
     in_u = unlabeled_rows(labelled, params.split.scenario)
-    prior = estimate_prior(params, first.x[in_u], first.x[labelled], strict=True)
+    prior, halfwidth = prior_with_halfwidth(params, first.x[in_u], first.x[labelled],
+                                            strict=True)
     if prior is None:
         raise DataError(f"prior.method '{params.prior.method}' gives no prior for the PU "
                         "holdout (allowed: an estimator such as tedn, or given with "
                         "prior.value)")
-    return replace(holdout, prior=prior)
+    return replace(holdout, prior=prior, prior_halfwidth=halfwidth)
 
 
 def reestimate_holdout_prior(params: Params, root: Path, directory: Path
@@ -351,12 +354,16 @@ def reestimate_holdout_prior(params: Params, root: Path, directory: Path
     # the holdout's rows and the first batch never change once written, so the estimate
     # (minutes, for a network) runs outside the lock, and `pucl data add` can go on
     first = read_batch(batch_files(directory)[0], like=holdout.x)
-    after = freeze_prior(params, holdout, first).prior
+    frozen = freeze_prior(params, holdout, first)
+    after = frozen.prior
     with exclusive(_lock(directory), "change of the dataset"):
         target = directory / HOLDOUT
         arrays = read_npz(target)  # as stored, so that only the prior changes
         before = float(arrays["prior"])
         arrays["prior"] = np.float64(after)
+        arrays.pop(PU_OPTIONAL, None)  # the old estimate's half-width goes with it
+        arrays.update({key: value for key, value in frozen.arrays().items()
+                       if key == PU_OPTIONAL})
         # the file and its DVC record go back together if DVC cannot record the change
         kept = {path: path.read_bytes() for path in (target, target.with_name(f"{HOLDOUT}.dvc"))
                 if path.exists()}
