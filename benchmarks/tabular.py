@@ -32,7 +32,9 @@ Every fit is one row of --out, written as it ends; a rerun skips the rows alread
 interrupted run goes on. The defaults' rows are keyed by a fingerprint of the recipe they
 resolve to, so each change of defaults is fit and summarised apart. `<out>_summary.csv`:
 one line per table, method (and, for the defaults, recipe fingerprint: column
-`defaults`) and prior source (mean, std, n seeds, seconds per seed, the commit).
+`defaults`) and prior source (mean, std, n seeds, seconds per seed, the commit);
+`<out>_paired.csv`: the chosen candidate minus each peer on the report seeds, paired by
+table and seed (mean and standard error, in points).
 """
 
 from __future__ import annotations
@@ -369,6 +371,27 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
     return out.round(4).reset_index()
 
 
+def paired_with_peers(frame: pd.DataFrame, method: str, seeds: list[int]) -> pd.DataFrame:
+    """`method` against each peer, both with the estimated prior, paired by table and
+    seed (the same split, labelled positives and prior): the mean difference of test
+    accuracy in points, its standard error over the seeds, and how many seeds it reads."""
+    report = frame[(frame.role == "report") & (frame.prior_source == "estimated")
+                   & frame.seed.isin(seeds)]
+    # a fit kept twice (rerun at a later commit) counts once: its latest row
+    latest = report.drop_duplicates(["table", "seed", "method"], keep="last")
+    accuracy = latest.pivot(index=["table", "seed"], columns="method", values="accuracy")
+    out = []
+    for table in accuracy.index.unique("table"):
+        mine = accuracy.loc[table, method]
+        for peer in (p for p in PEERS if p in accuracy):
+            diff = ((mine - accuracy.loc[table, peer]) * 100).dropna()
+            if len(diff):
+                out.append({"table": table, "peer": peer, "n_seeds": len(diff),
+                            "difference": diff.mean(),
+                            "standard_error": diff.std(ddof=1) / np.sqrt(len(diff))})
+    return pd.DataFrame(out).round(2)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--choose", type=int, nargs="+", default=[0, 1, 2])
@@ -412,6 +435,12 @@ def main(argv: list[str] | None = None) -> None:
     with atomic_path(args.out.with_name(args.out.stem + "_summary.csv")) as tmp:
         frame.to_csv(tmp, index=False)
     print(frame.to_string(index=False))
+    if args.report:
+        paired = paired_with_peers(rows.frame, f"pucl:{best}", args.report)
+        with atomic_path(args.out.with_name(args.out.stem + "_paired.csv")) as tmp:
+            paired.to_csv(tmp, index=False)
+        print(f"pucl:{best} minus each peer (points, estimated prior), paired by seed:")
+        print(paired.to_string(index=False))
 
 
 def _choose(frame: pd.DataFrame, args) -> str:
