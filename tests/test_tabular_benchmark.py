@@ -210,3 +210,42 @@ def test_prior_tables_records_each_estimate_against_the_tables_true_prior(bench,
     with pytest.raises(ParamsError, match="unknown prior estimator 'bxe'"):
         prior_tables.main(["--estimators", "bxe", "--out", str(tmp_path / "none.csv")])
     assert not (tmp_path / "none.csv").exists()
+
+
+def test_paired_with_peers_pairs_each_seed_and_keeps_a_rerun_once(bench):
+    """The paired table against a hand count: each seed's difference, the latest row of a
+    fit recorded twice, and a seed the peer lacks left out."""
+    rows = [("t", 0, "pucl:x", 0.90), ("t", 0, "nnpu_mlp", 0.88), ("t", 1, "pucl:x", 0.80),
+            ("t", 1, "nnpu_mlp", 0.70), ("t", 1, "nnpu_mlp", 0.84), ("t", 2, "pucl:x", 0.5)]
+    frame = pd.DataFrame(rows, columns=["table", "seed", "method", "accuracy"]).assign(
+        role="report", prior_source="estimated")
+    out = bench.paired_with_peers(frame, "pucl:x", [0, 1, 2]).set_index("peer")
+    diffs = np.array([0.90 - 0.88, 0.80 - 0.84]) * 100  # seed 1's rerun (0.84) counts
+    assert out.loc["nnpu_mlp", "n_seeds"] == 2
+    assert out.loc["nnpu_mlp", "difference"] == pytest.approx(diffs.mean(), abs=0.01)
+    assert out.loc["nnpu_mlp", "standard_error"] == pytest.approx(
+        diffs.std(ddof=1) / np.sqrt(2), abs=0.01)
+    assert "bagging_pu" not in out.index  # no rows of it
+
+
+def test_each_cut_rule_against_a_brute_force_over_the_cuts(bench):
+    """tabular_cuts' sorted-search rates against a loop over every cut, on tied scores
+    (`bench` puts benchmarks/ on the path)."""
+    cuts_module = importlib.import_module("tabular_cuts")
+    rng = np.random.default_rng(3)
+    truth = (rng.random(300) < 0.4).astype(int)
+    u = np.round(rng.normal(truth * 1.5, 1.0), 1)  # rounded: many ties
+    p = np.round(rng.normal(1.5, 1.0, size=80), 1)
+    prior = 0.45
+    got = cuts_module.cut_accuracies(u, truth, p, prior)
+    cuts = np.unique(np.concatenate([u, p]))
+    tpr = np.array([(p >= c).mean() for c in cuts])
+    rate = np.array([(u >= c).mean() for c in cuts])
+    accuracy = np.array([((u >= c) == (truth == 1)).mean() for c in cuts])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lee_liu = np.where(rate > 0, tpr ** 2 / rate, 0)
+    assert got["lee_liu"] == accuracy[np.argmax(lee_liu)]
+    assert got["label_free"] == accuracy[np.argmax(2 * prior * tpr - rate)]
+    assert got["oracle"] == accuracy.max()
+    assert got["half"] == ((u >= 0.5) == (truth == 1)).mean()
+    assert got["oracle"] >= max(got["half"], got["lee_liu"], got["label_free"])
