@@ -198,7 +198,8 @@ CANDIDATES["mask50+dist_pu_ft60+pt100+wd5e-3+sscl"] = {**_TODAY, "loss": "sscl"}
 _SSCL = CANDIDATES["mask50+dist_pu_ft60+pt100+wd5e-3+sscl"]
 # +nnpu read lower, +0.0140 [+0.0061, +0.0224] below the leader, and was removed (rows in
 # runs.csv; it was {**_SSCL, "objective": "nnpu"}); +pt200 led, +0.0086 [+0.0030, +0.0139]
-# over today's defaults, at 1.7 times their work (reports/tabular, "Eleventh round").
+# over the defaults of then, at 1.7 times their work, and +0.50 +- 0.10 points on report
+# seeds 3-12: the feature rows' default since (reports/tabular, "Eleventh round").
 CANDIDATES["mask50+dist_pu_ft60+pt100+wd5e-3+sscl+pt200"] = {**_SSCL, "epochs": 200}
 
 

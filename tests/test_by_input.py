@@ -9,7 +9,7 @@ from pucl.recipe.by_input import for_inputs
 
 
 @pytest.mark.parametrize("shape, loss, pretrain_epochs, objective, epochs, decay", [
-    ((12,), "sscl", 100, "dist_pu", 60, 5e-3),   # feature rows: the tabular benchmark's choice
+    ((12,), "sscl", 200, "dist_pu", 60, 5e-3),   # feature rows: the tabular benchmark's choice
     ((28, 28), "pucl", 50, "pupl_ce", 0, 1e-4),  # greyscale images: the paper's recipe
     ((3, 32, 32), "pucl", 50, "pupl_ce", 0, 1e-4),
 ])
@@ -23,8 +23,8 @@ def test_auto_takes_the_recipe_of_the_input_kind(shape, loss, pretrain_epochs, o
 
 
 @pytest.mark.parametrize("rows, loss, epochs, finetune, decay", [
-    (None, "sscl", 100, 60, 5e-3), (3_000, "sscl", 100, 60, 5e-3),
-    (50_000, "sscl", 100, 60, 5e-3), (50_001, "pucl", 50, 20, 1e-4),
+    (None, "sscl", 200, 60, 5e-3), (3_000, "sscl", 200, 60, 5e-3),
+    (50_000, "sscl", 200, 60, 5e-3), (50_001, "pucl", 50, 20, 1e-4),
     (1_000_000, "pucl", 50, 20, 1e-4)])
 def test_large_feature_tables_pretrain_and_fine_tune_fewer_epochs(rows, loss, epochs,
                                                                   finetune, decay):

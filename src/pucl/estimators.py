@@ -96,7 +96,7 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         Pretraining (pretrain.*): the contrastive objective (`loss` auto: pucl for
         images, sscl for feature rows), the encoder (auto: mlp for feature rows, lenet5
         for greyscale images of 20 to 64 px a side, cnn7 for others), its schedule
-        (`epochs` auto: 50 for images, 100 for feature rows), and
+        (`epochs` auto: 50 for images, 200 for feature rows), and
         the number of encoders (seeds random_state, +1, ...) whose scores are averaged.
     augment : dict, default=None
         Changes to the pretraining augmentations (pretrain.augment), e.g. {"hflip": 0.5}
@@ -123,8 +123,8 @@ class PUClassifier(ClassifierMixin, BaseEstimator):
         U's rows at most (split.max_unlabeled): above it, fit reads a seeded uniform
         subsample of U, every labelled positive kept, so that its cost stops growing
         with the rows (reports/tabular: a million rows of 32 features in 8 minutes on 2
-        CPU cores with 50 pretraining epochs, 15.5 with the 100 that feature rows now
-        get, 1.5 GB at its peak).
+        CPU cores with 50 pretraining epochs, the number tables of over 50,000 rows get,
+        15.5 with 100; 1.5 GB at its peak).
         None: all of U.
     settings : dict, default=None
         Any other setting, dotted as in params.yaml: {"prior.heldout.folds": 5,

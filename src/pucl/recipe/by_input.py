@@ -2,7 +2,7 @@
 
 Feature rows `[n, d]` (tabular data) and images `[n, c, h, w]` want different recipes:
 on images the paper's recipe (50 epochs of PUCL pretraining, a PUPL cross-entropy head on
-a frozen encoder) stays the default; on feature tables 100 epochs of SimCLR pretraining
+a frozen encoder) stays the default; on feature tables 200 epochs of SimCLR pretraining
 (which reads no label) and a Dist-PU head fine-tuned with the encoder for 60 epochs, at a
 weight decay of 5e-3, won the tabular benchmark's choice from P and U alone
 (reports/tabular). Methods that train
@@ -28,9 +28,10 @@ AUTO = "auto"
 # fine-tuned 20 epochs in the first round, 100 pretraining epochs in the second, 60
 # epochs of fine-tuning in the sixth, by the cross-fitted paired estimate, the nnPU
 # network's weight decay of 5e-3 on the head and fine-tuning in the seventh, and SimCLR's
-# loss instead of PUCL's in the tenth, with folds that refit the whole recipe).
+# loss instead of PUCL's in the tenth, with folds that refit the whole recipe, and 200
+# epochs of it in the eleventh: +0.50 +- 0.10 points on report seeds 3-12).
 RULES: dict[str, dict[str, Any]] = {
-    "features": {"pretrain.loss": "sscl", "pretrain.epochs": 100,
+    "features": {"pretrain.loss": "sscl", "pretrain.epochs": 200,
                  "classifier.objective": "dist_pu", "classifier.finetune_epochs": 60,
                  "classifier.weight_decay": 5e-3},
     "images": {"pretrain.loss": "pucl", "pretrain.epochs": 50,
@@ -41,7 +42,7 @@ RULES: dict[str, dict[str, Any]] = {
                     "classifier.weight_decay": 1e-4},
 }
 # Feature tables of more rows than this pretrain with PUCL for 50 epochs, not SimCLR for
-# 100, fine-tune for 20, not 60, and keep the loss and the weight decay of 1e-4 measured
+# 200, fine-tune for 20, not 60, and keep the loss and the weight decay of 1e-4 measured
 # there. The longer schedules, the stronger decay and SimCLR were chosen on tables of at
 # most 3,000 rows; at
 # 1,000,000 rows (136,000 read after split.max_unlabeled) 50 epochs scored 98.80% in 8.0
