@@ -14,8 +14,9 @@ accuracy on U's rows at each cut:
 - share: U's top pi-hat share called positive (pi-hat: the prior the fit estimated);
 - lee_liu: the cut that maximises TPR_P(t)^2 / r_U(t) (Lee & Liu 2003), which reads no
   prior: TPR on the labelled positives, r the share of U called positive;
-- label_free: the cut that maximises the label-free accuracy 1 - pi-hat + 2 pi-hat
-  TPR_P(t) - r_U(t) (pucl.evaluation's formula, read at every cut);
+- label_free: the cut that maximises the label-free accuracy on U, pi-hat TPR_P(t) +
+  (1 - pi-hat)(1 - FPR(t)) with FPR's clip to [0, 1] (`pucl.evaluation.label_free.
+  accuracy_on_u`, the estimate pucl reports, read at every cut);
 - oracle: the best cut by the hidden labels (a ceiling, not a rule).
 
 Out-of-fold scores are not the refit model's, so this measures the rules, not a shipped
@@ -35,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a file
 from _commit import TEXT_COLUMNS  # noqa: E402
 from tabular import ROOT, pu_rows  # noqa: E402
 
+from pucl.evaluation.label_free import accuracy_on_u  # noqa: E402
+
 RULES = ("half", "share", "lee_liu", "label_free", "oracle")
 
 
@@ -46,7 +49,7 @@ def cut_accuracies(u_scores: np.ndarray, u_truth: np.ndarray, p_scores: np.ndarr
     tpr = 1 - np.searchsorted(np.sort(p_scores), cuts, side="left") / len(p_scores)
     rate = 1 - np.searchsorted(np.sort(u_scores), cuts, side="left") / len(u_scores)
     lee_liu = np.where(rate > 0, tpr ** 2 / np.maximum(rate, 1e-12), 0.0)
-    label_free = 2 * prior * tpr - rate
+    label_free = accuracy_on_u(tpr, rate, prior)
 
     def accuracy(cut: float) -> float:
         return float(((u_scores >= cut) == (u_truth == 1)).mean())

@@ -247,7 +247,10 @@ def test_each_cut_rule_against_a_brute_force_over_the_cuts(bench):
     with np.errstate(divide="ignore", invalid="ignore"):
         lee_liu = np.where(rate > 0, tpr ** 2 / rate, 0)
     assert got["lee_liu"] == accuracy[np.argmax(lee_liu)]
-    assert got["label_free"] == accuracy[np.argmax(2 * prior * tpr - rate)]
+    # the label-free accuracy on U: pi TPR + (1 - pi)(1 - FPR), FPR = (r - pi TPR) / (1 - pi)
+    # kept within [0, 1]
+    fpr = np.minimum(np.maximum((rate - prior * tpr) / (1 - prior), 0), 1)
+    assert got["label_free"] == accuracy[np.argmax(prior * tpr + (1 - prior) * (1 - fpr))]
     assert got["oracle"] == accuracy.max()
     assert got["half"] == ((u >= 0.5) == (truth == 1)).mean()
     assert got["oracle"] >= max(got["half"], got["lee_liu"], got["label_free"])
