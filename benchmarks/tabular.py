@@ -3,7 +3,7 @@
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/tabular.py [--choose 0 1 2] [--report 3 4 5]
         [--threads 2] [--candidates NAME ...] [--folds 5] [--report-tables TABLE ...]
-        [--out reports/tabular/runs.csv]
+        [--out reports/tabular/runs.csv] [--merge OTHER_RUNS.csv ...]
 
 Tables ship with the installed packages or are drawn by scikit-learn (TABLES): each is
 split 70/30 (stratified, the seed's), standardised on its training part, and a seeded
@@ -29,12 +29,14 @@ estimator's default scenario).
 
 Every fit is one row of --out, written as it ends; a rerun skips the rows already there
 (same table, seed, role, method, prior source and commit-free settings), so an
-interrupted run goes on. The defaults' rows are keyed by a fingerprint of the recipe they
-resolve to, so each change of defaults is fit and summarised apart. `<out>_summary.csv`:
-one line per table, method (and, for the defaults, recipe fingerprint: column
-`defaults`) and prior source (mean, std, n seeds, seconds per seed, the commit);
-`<out>_paired.csv`: the chosen candidate minus each peer on the report seeds, paired by
-table and seed (mean and standard error, in points).
+interrupted run goes on. Processes that share the cores each write a copy (--out); a last
+run with --merge appends the copies' fits that --out lacks and fits nothing twice. The
+defaults' rows are keyed by a fingerprint of the recipe they resolve to, so each change
+of defaults is fit and summarised apart. `<out>_summary.csv`: one line per table, method
+(and, for the defaults, recipe fingerprint: column `defaults`) and prior source (mean,
+std, n seeds, seconds per seed, the commit); `<out>_paired.csv`: the chosen candidate
+minus each peer on the report seeds, paired by table and seed (mean and standard error,
+in points).
 """
 
 from __future__ import annotations
@@ -235,10 +237,32 @@ class Rows:
         return None if hit.empty else hit.iloc[-1].to_dict()
 
     def add(self, row: dict) -> None:
-        self.frame = pd.concat([self.frame, pd.DataFrame([row])], ignore_index=True)
+        self._write(pd.concat([self.frame, pd.DataFrame([row])], ignore_index=True))
+
+    def merge(self, other: Path) -> int:
+        """Append the fits of `other` (a runs file another process wrote with its own
+        --out) that this file lacks, by the key a fit is found by; returns how many. A fit
+        both hold keeps this file's row."""
+        theirs = pd.read_csv(other, dtype=TEXT_COLUMNS)
+        known = set(_keys(self.frame)) if len(self.frame) else set()
+        missing = theirs[~_keys(theirs).isin(known)]
+        if len(missing):
+            self._write(pd.concat([self.frame, missing], ignore_index=True))
+        return len(missing)
+
+    def _write(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(self.path) as tmp:
             self.frame.to_csv(tmp, index=False)
+
+
+ROW_KEY = ("table", "seed", "role", "method", "prior_source", "settings")
+
+
+def _keys(frame: pd.DataFrame) -> pd.Series:
+    """One string per row of the columns a fit is found by (`Rows.done`'s key)."""
+    return frame[list(ROW_KEY)].astype(str).agg("\x1f".join, axis=1)
 
 
 def validation(folds: int, scope: str = "classifier") -> dict:
@@ -422,9 +446,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-true-prior", dest="true_prior", action="store_false",
                         help="report without the reference rows fitted with the true prior")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "tabular" / "runs.csv")
+    parser.add_argument("--merge", type=Path, nargs="+", default=[], metavar="RUNS_CSV",
+                        help="first append the fits of these runs files (other processes' "
+                             "--out) that --out lacks; the run then fits only what is missing")
     args = parser.parse_args(argv)
+    for other in args.merge:
+        if not other.is_file():
+            parser.error(f"--merge: {other} is not a file; give the --out CSV of another run")
     torch.set_num_threads(args.threads)
     rows, commit = Rows(args.out), current_commit()
+    for other in args.merge:
+        print(f"merged {rows.merge(other)} fits from {other} into {args.out}")
     n_choose = len(args.choose_tables) * len(args.choose) * len(args.candidates)
     n_report = (len(args.report_tables) * len(args.report)
                 * ((3 + 2 * len(PEERS)) if args.true_prior else (2 + len(PEERS))))

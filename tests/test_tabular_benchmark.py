@@ -254,3 +254,35 @@ def test_each_cut_rule_against_a_brute_force_over_the_cuts(bench):
     assert got["oracle"] == accuracy.max()
     assert got["half"] == ((u >= 0.5) == (truth == 1)).mean()
     assert got["oracle"] >= max(got["half"], got["lee_liu"], got["label_free"])
+
+
+def test_merge_appends_only_the_fits_the_runs_file_lacks(bench, tmp_path):
+    """Two processes each fit some seeds into their own copy of runs.csv: merging one into
+    the other adds the fits it lacks, once, and keeps its own row where both hold a fit."""
+    def row(seed, accuracy, settings='{"a": 1}'):
+        return {"table": "digits", "seed": seed, "role": "report", "method": "pucl:x",
+                "prior_source": "estimated", "settings": settings, "accuracy": accuracy,
+                "commit": "0123456789ab"}
+
+    mine, theirs = tmp_path / "runs.csv", tmp_path / "other.csv"
+    pd.DataFrame([row(3, 0.90), row(4, 0.91)]).to_csv(mine, index=False)
+    # the other copy started from the same file, then fitted seed 5 and a new setting
+    pd.DataFrame([row(3, 0.50), row(4, 0.91), row(5, 0.92),
+                  row(3, 0.93, '{"a": 2}')]).to_csv(theirs, index=False)
+    rows = bench.Rows(mine)
+    assert rows.merge(theirs) == 2
+    assert rows.merge(theirs) == 0
+    merged = pd.read_csv(mine, dtype={"commit": str})
+    assert len(merged) == 4
+    assert merged.loc[(merged.seed == 3) & (merged.settings == '{"a": 1}'),
+                      "accuracy"].tolist() == [0.90]  # its own row, not the other's 0.50
+    assert rows.done({"seed": 5, "method": "pucl:x"})["accuracy"] == 0.92  # found again
+    assert merged.commit.tolist()[-1] == "0123456789ab"  # text, its leading zero kept
+
+
+def test_merge_refuses_a_missing_file_in_one_line(bench, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--merge", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "r.csv")])
+    assert exit_.value.code == 2
+    assert f"--merge: {tmp_path / 'nope.csv'} is not a file" in capsys.readouterr().err
+    assert not (tmp_path / "r.csv").exists()
