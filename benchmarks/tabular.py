@@ -242,10 +242,17 @@ class Rows:
     def merge(self, other: Path) -> int:
         """Append the fits of `other` (a runs file another process wrote with its own
         --out) that this file lacks, by the key a fit is found by; returns how many. A fit
-        both hold keeps this file's row."""
+        both hold keeps this file's row; a row missing a key column is skipped."""
         theirs = pd.read_csv(other, dtype=TEXT_COLUMNS)
+        if lacking := [name for name in ROW_KEY if name not in theirs]:
+            raise ValueError(f"{other} is not a runs file: it lacks the columns {lacking}")
+        # a row without a table, seed, role, method or prior source is no fit to look up
+        theirs = theirs.dropna(subset=[name for name in ROW_KEY if name != "settings"])
+        theirs = theirs.assign(seed=pd.to_numeric(theirs.seed).astype("int64"))
         known = set(_keys(self.frame)) if len(self.frame) else set()
+        # a fit kept twice in theirs (rerun at a later commit) comes over once: its latest
         missing = theirs[~_keys(theirs).isin(known)]
+        missing = missing[~_keys(missing).duplicated(keep="last")]
         if len(missing):
             self._write(pd.concat([self.frame, missing], ignore_index=True))
         return len(missing)
@@ -261,8 +268,11 @@ ROW_KEY = ("table", "seed", "role", "method", "prior_source", "settings")
 
 
 def _keys(frame: pd.DataFrame) -> pd.Series:
-    """One string per row of the columns a fit is found by (`Rows.done`'s key)."""
-    return frame[list(ROW_KEY)].astype(str).agg("\x1f".join, axis=1)
+    """One string per row of the columns a fit is found by (`Rows.done`'s key); a seed
+    read as a float (a column with a gap) still reads 3, a missing value reads ''."""
+    key = frame[list(ROW_KEY)].astype(object)
+    key["seed"] = pd.to_numeric(key["seed"]).astype("Int64").astype(object)
+    return key.where(key.notna(), "").map(str).agg("\x1f".join, axis=1)
 
 
 def validation(folds: int, scope: str = "classifier") -> dict:
@@ -456,7 +466,10 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     rows, commit = Rows(args.out), current_commit()
     for other in args.merge:
-        print(f"merged {rows.merge(other)} fits from {other} into {args.out}")
+        try:
+            print(f"merged {rows.merge(other)} fits from {other} into {args.out}")
+        except ValueError as exc:
+            parser.error(f"--merge: {exc}")
     n_choose = len(args.choose_tables) * len(args.choose) * len(args.candidates)
     n_report = (len(args.report_tables) * len(args.report)
                 * ((3 + 2 * len(PEERS)) if args.true_prior else (2 + len(PEERS))))

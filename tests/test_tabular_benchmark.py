@@ -266,18 +266,24 @@ def test_merge_appends_only_the_fits_the_runs_file_lacks(bench, tmp_path):
 
     mine, theirs = tmp_path / "runs.csv", tmp_path / "other.csv"
     pd.DataFrame([row(3, 0.90), row(4, 0.91)]).to_csv(mine, index=False)
-    # the other copy started from the same file, then fitted seed 5 and a new setting
-    pd.DataFrame([row(3, 0.50), row(4, 0.91), row(5, 0.92),
-                  row(3, 0.93, '{"a": 2}')]).to_csv(theirs, index=False)
+    # the other copy started from the same file, then fitted seed 5 twice (a rerun: its
+    # last row counts) and a new setting; rows with a gap are no fits, and make its seed
+    # column read as floats
+    pd.DataFrame([row(3, 0.50), row(4, 0.91), row(5, 0.80), row(5, 0.92),
+                  row(3, 0.93, '{"a": 2}'), {**row(4, 0.91), "method": None},
+                  {"table": "digits", "seed": None}]).to_csv(theirs, index=False)
     rows = bench.Rows(mine)
     assert rows.merge(theirs) == 2
     assert rows.merge(theirs) == 0
     merged = pd.read_csv(mine, dtype={"commit": str})
-    assert len(merged) == 4
+    assert merged.seed.tolist() == [3, 4, 5, 3]  # integers still: no 3.0 next to 3
     assert merged.loc[(merged.seed == 3) & (merged.settings == '{"a": 1}'),
                       "accuracy"].tolist() == [0.90]  # its own row, not the other's 0.50
     assert rows.done({"seed": 5, "method": "pucl:x"})["accuracy"] == 0.92  # found again
-    assert merged.commit.tolist()[-1] == "0123456789ab"  # text, its leading zero kept
+    assert merged.commit.tolist()[2] == "0123456789ab"  # text, its leading zero kept
+    with pytest.raises(ValueError, match=r"not a runs file: it lacks the columns \['role'"):
+        pd.DataFrame([{"table": "digits", "seed": 3}]).to_csv(tmp_path / "s.csv", index=False)
+        rows.merge(tmp_path / "s.csv")
 
 
 def test_merge_refuses_a_missing_file_in_one_line(bench, tmp_path, capsys):
