@@ -239,13 +239,10 @@ class Rows:
     def add(self, row: dict) -> None:
         self._write(pd.concat([self.frame, pd.DataFrame([row])], ignore_index=True))
 
-    def merge(self, other: Path) -> int:
-        """Append the fits of `other` (a runs file another process wrote with its own
-        --out) that this file lacks, by the key a fit is found by; returns how many. A fit
-        both hold keeps this file's row; a row missing a key column is skipped."""
-        theirs = pd.read_csv(other, dtype=TEXT_COLUMNS)
-        if lacking := [name for name in ROW_KEY if name not in theirs]:
-            raise ValueError(f"{other} is not a runs file: it lacks the columns {lacking}")
+    def merge(self, theirs: pd.DataFrame) -> int:
+        """Append the fits of `theirs` (`read_runs` of a file another process wrote with
+        its own --out) that this file lacks, by the key a fit is found by; returns how
+        many. A fit both hold keeps this file's row; a row missing a key column is skipped."""
         # a row without a table, seed, role, method or prior source is no fit to look up
         theirs = theirs.dropna(subset=[name for name in ROW_KEY if name != "settings"])
         theirs = theirs.assign(seed=pd.to_numeric(theirs.seed).astype("int64"))
@@ -264,7 +261,16 @@ class Rows:
             self.frame.to_csv(tmp, index=False)
 
 
+# the columns of the key a fit is looked up by (`Rows.done`, the keys `main` builds)
 ROW_KEY = ("table", "seed", "role", "method", "prior_source", "settings")
+
+
+def read_runs(path: Path) -> pd.DataFrame:
+    """A runs file as `Rows` reads it; ValueError if it lacks a key column."""
+    frame = pd.read_csv(path, dtype=TEXT_COLUMNS)
+    if lacking := [name for name in ROW_KEY if name not in frame]:
+        raise ValueError(f"{path} is not a runs file: it lacks the columns {lacking}")
+    return frame
 
 
 def _keys(frame: pd.DataFrame) -> pd.Series:
@@ -460,16 +466,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="first append the fits of these runs files (other processes' "
                              "--out) that --out lacks; the run then fits only what is missing")
     args = parser.parse_args(argv)
-    for other in args.merge:
-        if not other.is_file():
-            parser.error(f"--merge: {other} is not a file; give the --out CSV of another run")
+    others = _read_merges(parser, args.merge)
     torch.set_num_threads(args.threads)
     rows, commit = Rows(args.out), current_commit()
-    for other in args.merge:
-        try:
-            print(f"merged {rows.merge(other)} fits from {other} into {args.out}")
-        except ValueError as exc:
-            parser.error(f"--merge: {exc}")
+    for other, theirs in others.items():
+        print(f"merged {rows.merge(theirs)} fits from {other} into {args.out}")
     n_choose = len(args.choose_tables) * len(args.choose) * len(args.candidates)
     n_report = (len(args.report_tables) * len(args.report)
                 * ((3 + 2 * len(PEERS)) if args.true_prior else (2 + len(PEERS))))
@@ -499,6 +500,19 @@ def main(argv: list[str] | None = None) -> None:
             paired.to_csv(tmp, index=False)
         print(f"pucl:{best} minus each peer (points, estimated prior), paired by seed:")
         print(paired.to_string(index=False))
+
+
+def _read_merges(parser: argparse.ArgumentParser, paths: list[Path]) -> dict:
+    """Each --merge file read and checked before --out changes: one bad file, no merge."""
+    others = {}
+    for other in paths:
+        if not other.is_file():
+            parser.error(f"--merge: {other} is not a file; give the --out CSV of another run")
+        try:
+            others[other] = read_runs(other)
+        except ValueError as exc:
+            parser.error(f"--merge: {exc}")
+    return others
 
 
 def _choose(frame: pd.DataFrame, args) -> str:

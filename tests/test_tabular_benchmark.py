@@ -273,8 +273,8 @@ def test_merge_appends_only_the_fits_the_runs_file_lacks(bench, tmp_path):
                   row(3, 0.93, '{"a": 2}'), {**row(4, 0.91), "method": None},
                   {"table": "digits", "seed": None}]).to_csv(theirs, index=False)
     rows = bench.Rows(mine)
-    assert rows.merge(theirs) == 2
-    assert rows.merge(theirs) == 0
+    assert rows.merge(bench.read_runs(theirs)) == 2
+    assert rows.merge(bench.read_runs(theirs)) == 0
     merged = pd.read_csv(mine, dtype={"commit": str})
     assert merged.seed.tolist() == [3, 4, 5, 3]  # integers still: no 3.0 next to 3
     assert merged.loc[(merged.seed == 3) & (merged.settings == '{"a": 1}'),
@@ -283,7 +283,7 @@ def test_merge_appends_only_the_fits_the_runs_file_lacks(bench, tmp_path):
     assert merged.commit.tolist()[2] == "0123456789ab"  # text, its leading zero kept
     with pytest.raises(ValueError, match=r"not a runs file: it lacks the columns \['role'"):
         pd.DataFrame([{"table": "digits", "seed": 3}]).to_csv(tmp_path / "s.csv", index=False)
-        rows.merge(tmp_path / "s.csv")
+        bench.read_runs(tmp_path / "s.csv")
 
 
 def test_merge_refuses_a_missing_file_in_one_line(bench, tmp_path, capsys):
@@ -292,3 +292,19 @@ def test_merge_refuses_a_missing_file_in_one_line(bench, tmp_path, capsys):
     assert exit_.value.code == 2
     assert f"--merge: {tmp_path / 'nope.csv'} is not a file" in capsys.readouterr().err
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_merge_changes_nothing_when_any_file_is_no_runs_file(bench, tmp_path, capsys):
+    """The files are all checked first: a good one is not merged before a bad one fails."""
+    out, good, bad = tmp_path / "r.csv", tmp_path / "good.csv", tmp_path / "bad.csv"
+    key = {"table": "digits", "role": "report", "method": "m", "prior_source": "estimated",
+           "settings": "{}", "accuracy": 0.9}
+    pd.DataFrame([{**key, "seed": 3}]).to_csv(out, index=False)
+    pd.DataFrame([{**key, "seed": 4}]).to_csv(good, index=False)
+    pd.DataFrame([{"table": "digits", "seed": 5}]).to_csv(bad, index=False)
+    before = out.read_bytes()
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--merge", str(good), str(bad), "--out", str(out)])
+    assert exit_.value.code == 2
+    assert f"--merge: {bad} is not a runs file" in capsys.readouterr().err
+    assert out.read_bytes() == before
