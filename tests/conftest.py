@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from pucl.flows._server import SERVER_STARTUP_TIMEOUT_S
+from pucl.params.config import load_yaml
 from pucl.runtime.environment import quiet_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,7 +58,7 @@ def deep_update(base: dict, extra: dict) -> dict:
 
 
 def tiny_params(**overrides) -> dict:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = load_yaml((ROOT / "params.yaml").read_text())
     return deep_update(deep_update(raw, TINY_PARAMS), overrides)
 
 

@@ -122,10 +122,24 @@ def test_metrics_suite():
     good = {"accuracy": 0.9, "f1": 0.9, "precision": 0.8, "recall": 1.0, "roc_auc": 0.95,
             "prior_abs_error": 0.01, "n_test": 1000}
     assert suites.metrics(good).success
-    failed = _failed(suites.metrics({**good, "accuracy": 1.5}))
-    assert list(failed) == ["ExpectColumnValuesToBeBetween:accuracy"]
+    report = suites.metrics({**good, "accuracy": 1.5})
+    assert _failed(report) == {"ExpectColumnValuesToBeBetween:value": [
+        {"metric": "accuracy", "value": 1.5}]}
+    assert "offending values [metric=accuracy value=1.5]" in report.one_line()
     missing = {k: v for k, v in good.items() if k != "roc_auc"}
-    assert "ExpectTableColumnsToMatchSet:None" in _failed(suites.metrics(missing))
+    assert "ExpectColumnDistinctValuesToContainSet:metric" in _failed(suites.metrics(missing))
+    # roc_auc is undefined with one class in the test set; accuracy never is
+    assert suites.metrics({**good, "roc_auc": float("nan")}).success
+    undefined = _failed(suites.metrics({**good, "f1": None, "prior_abs_error": 2.0}))
+    assert undefined.keys() == {"ExpectColumnValuesToBeBetween:value",
+                                "ExpectColumnValuesToNotBeNull:value"}
+    assert undefined["ExpectColumnValuesToBeBetween:value"] == [
+        {"metric": "prior_abs_error", "value": 2.0}]
+    assert [row["metric"] for row in undefined["ExpectColumnValuesToNotBeNull:value"]] == ["f1"]
+    # without labelled test rows the validation estimates are what must be there
+    estimated = {"val_est_accuracy": 0.9, "val_est_auc": 0.9, "val_est_f1": 0.8}
+    assert suites.metrics(estimated, labelled=False).success
+    assert not suites.metrics({"val_est_accuracy": 0.9}, labelled=False).success
 
 
 def test_each_suite_reads_the_frame_it_is_given():

@@ -120,13 +120,23 @@ def yaml_problem(exc: yaml.YAMLError) -> str:
     return f"{where}{what}"
 
 
+# libyaml's parser where PyYAML has it: the same documents, about ten times faster (params
+# and presets are read by every stage, command and sweep point)
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def load_yaml(text: str) -> Any:
+    """yaml.safe_load, by libyaml when available."""
+    return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 (a safe loader)
+
+
 def read_yaml_mapping(path: str | Path, what: str) -> dict[str, Any]:
     """A YAML file that must hold a mapping (empty file: {}); one-line errors naming it."""
     path = Path(path)
     if not path.is_file():
         raise ParamsError(f"{what} not found: {path}")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = load_yaml(path.read_text())
     except yaml.YAMLError as exc:
         raise ParamsError(f"{what} {path} is not valid YAML ({yaml_problem(exc)})") from None
     if raw is None:
@@ -163,7 +173,7 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
         if not sep or not key:
             raise ParamsError(f"expected key=value (e.g. pretrain.loss=punce), got {item!r}")
         try:
-            out[key] = yaml.safe_load(text) if text.strip() else None
+            out[key] = load_yaml(text) if text.strip() else None
         except yaml.YAMLError:
             out[key] = text
     return out

@@ -16,6 +16,7 @@ import yaml
 
 from pucl.errors import ParamsError
 from pucl.io import atomic_path
+from pucl.params.config import load_yaml
 
 
 def _scalar(value: Any) -> str:
@@ -69,7 +70,7 @@ def write_settings(path: Path, settings: dict[str, Any], validate) -> dict[str, 
     that changed."""
     text = Path(path).read_text()
     lines = text.splitlines(keepends=True)
-    before = yaml.safe_load(text) or {}
+    before = load_yaml(text) or {}
     changed: dict[str, tuple[Any, Any]] = {}
     for dotted, value in settings.items():
         section, _, key = dotted.partition(".")
@@ -81,7 +82,7 @@ def write_settings(path: Path, settings: dict[str, Any], validate) -> dict[str, 
     if not changed:
         return changed
     edited = "".join(lines)
-    after = yaml.safe_load(edited)
+    after = load_yaml(edited)
     for dotted, (_, value) in changed.items():
         section, _, key = dotted.partition(".")
         if after[section][key] != value:  # the edit must say what was meant

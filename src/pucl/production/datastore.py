@@ -46,7 +46,7 @@ from pucl.data.tracked import (
 )
 from pucl.errors import DataError, PuclError, disk_full
 from pucl.io import atomic_path
-from pucl.params.config import Params
+from pucl.params.config import Params, load_yaml
 from pucl.recipe import Recipe
 from pucl.recipe.crossfit import validation_plan
 
@@ -102,12 +102,10 @@ def content_digest(directory: Path) -> str:
 
 def dvc_md5(directory: Path) -> str | None:
     """The hash DVC recorded for the batches (`batches.dvc`), if any."""
-    import yaml
-
     meta = directory / f"{BATCHES}.dvc"
     if not meta.exists():
         return None
-    outs = (yaml.safe_load(meta.read_text()) or {}).get("outs") or [{}]
+    outs = (load_yaml(meta.read_text()) or {}).get("outs") or [{}]
     return outs[0].get("md5")
 
 
