@@ -8,7 +8,7 @@ from scipy.optimize import minimize
 
 from pucl.prior import estimate_prior, prepare_features
 from pucl.prior.km2 import DistanceCurve
-from pucl.prior.qp import nearest_in_hull
+from pucl.prior.qp import nearest_in_hull, nearest_in_hull_lowrank
 
 GRID = [round(0.1 * 10 ** (k / 8), 4) for k in range(17)]
 
@@ -89,3 +89,41 @@ def test_nnls_and_pairwise_solvers_agree(lam):
     exact = DistanceCurve(K, 120, tol=1e-12, solver="nnls")(lam)
     pairwise = DistanceCurve(K, 120, tol=1e-12, solver="pairwise")(lam)
     assert exact == pytest.approx(pairwise, abs=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_warm_started_nnls_reaches_the_optimum_of_all_columns(seed):
+    """The NNLS started from a few columns (a nearby solution's support, a random few,
+    one) ends where scipy's NNLS over every column does: the same optimal value, a
+    certified gap as small."""
+    mixture, component = gaussian_mixture(0.5, 160, 80, seed=seed)
+    x = np.concatenate([mixture, component])
+    K = np.exp(-((x[:, None] - x[None]) ** 2).sum(-1) / 2.0)
+    L = DistanceCurve(K, 160, tol=1e-12, solver="nnls").factor
+    rng = np.random.default_rng(seed)
+    nearby = None
+    for lam in (1.3, 1.25, 2.0):
+        u = np.concatenate([np.full(160, lam / 160), np.full(80, (1 - lam) / 80)])
+        whole = nearest_in_hull_lowrank(L, u)
+        starts = [rng.choice(240, 10, replace=False), np.array([7])]
+        if nearby is not None:
+            starts.append(np.flatnonzero(nearby))
+        for start in starts:
+            warm = nearest_in_hull_lowrank(L, u, start=start)
+            assert warm.value == pytest.approx(whole.value, rel=1e-9, abs=1e-13)
+            assert warm.gap <= max(10 * whole.gap, 1e-12)
+            assert warm.v.min() >= 0 and warm.v.sum() == pytest.approx(1.0)
+        nearby = whole.v
+
+
+def test_the_distance_curve_is_that_of_cold_solves_in_any_order():
+    """Warm starts (each lambda from the nearest one solved before) change no value of
+    d(lambda): the bisection sees the curve a cold solve at each lambda gives."""
+    mixture, component = gaussian_mixture(0.3, 200, 100, seed=5)
+    x = np.concatenate([mixture, component])
+    K = np.exp(-((x[:, None] - x[None]) ** 2).sum(-1) / 2.0)
+    lams = [1.05, 4.0, 2.2, 2.18, 1.6, 1.58, 1.3, 1.28]
+    warm = DistanceCurve(K, 200, tol=1e-12, solver="nnls")
+    along = [warm(lam) for lam in lams]
+    cold = [DistanceCurve(K, 200, tol=1e-12, solver="nnls")(lam) for lam in lams]
+    np.testing.assert_allclose(along, cold, rtol=1e-7, atol=1e-10)

@@ -108,17 +108,18 @@ class DistanceCurve:
         Ku = lam * self.a + (1.0 - lam) * self.b
         uKu = lam * lam * self.aa + 2 * lam * (1 - lam) * self.ab + (1 - lam) ** 2 * self.bb
         result = None
+        # both solvers start from the solution at the nearest lambda solved so far
+        nearest = min(self.solutions, key=lambda known: abs(known - lam))
+        warm = self.solutions[nearest]
         if self.use_nnls:
             u = np.concatenate([np.full(self.N, lam / self.N),
                                 np.full(self.M, (1.0 - lam) / self.M)])
-            result = nearest_in_hull_lowrank(self.factor, u)
+            # (lambda = 1's is u itself, not a solve: its support says nothing)
+            start = np.flatnonzero(warm) if nearest != 1.0 else None
+            result = nearest_in_hull_lowrank(self.factor, u, start=start)
             self.use_nnls = result is not None
             self.solver_calls["nnls"] += 1
         if result is None:
-            warm = None
-            if self.solutions:
-                nearest = min(self.solutions, key=lambda known: abs(known - lam))
-                warm = self.solutions[nearest]
             result = nearest_in_hull(self.K, Ku, uKu, v0=warm, tol=self.tol * max(uKu, 1e-12))
             self.solver_calls["pairwise"] += 1
         self.solutions[lam] = result.v
