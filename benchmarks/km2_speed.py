@@ -2,7 +2,7 @@
 straightforward one that solves every d(lambda) from scratch with a generic QP solver
 (cvxopt's interior-point `solvers.qp`, the solver of the published Python ports), on the
 same inputs, side by side in one run. On the NNLS path (up to 750 points a side, as
-`python -m benchmarks` runs it) also pucl without its NNLS warm starts.
+`python -m benchmarks --quick` runs it) also pucl without its NNLS warm starts.
 
 Inputs: the embedded MNIST digits, task MNIST-I (even = positive). Component P = 2,000
 even training digits, mixture U = 2,000 training digits drawn at random (true prior
