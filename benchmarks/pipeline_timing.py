@@ -32,7 +32,9 @@ def fresh_copy(dest: Path, overrides: list[str]) -> dict[str, str]:
                            check=True).stdout.decode().split("\0")
     for name in filter(None, files):
         src = ROOT / name
-        if src.is_file() and not name.startswith(("data/", "reports/", "mlruns/")):
+        # data/ holds only READMEs in git (the tracked dataset's folder is a DVC dep of
+        # build_split, so it must exist); the stages' outputs are not in git
+        if src.is_file() and not name.startswith(("reports/", "mlruns/")):
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name)
     if overrides:
