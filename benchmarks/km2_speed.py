@@ -21,16 +21,15 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from pathlib import Path
 
 import numpy as np
-import yaml
 from scipy.spatial.distance import cdist
 
 from pucl.data.catalog import load_dataset
 from pucl.data.tasks import get_task
-from pucl.prior import estimate_prior, prepare_features
-from pucl.prior.kernel_mean import KernelMeanParams
+from pucl.params.config import load_params
+from pucl.prior import PRIOR_ESTIMATORS, estimate_prior, prepare_features
+from pucl.recipe import entry_settings
 
 
 def mnist_inputs(n_side: int, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -122,9 +121,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--params", default="params.yaml")
     args = parser.parse_args()
-    # KM2's settings: its defaults, under what params.yaml's prior.km changes
-    written = (yaml.safe_load(Path(args.params).read_text()).get("prior") or {}).get("km")
-    prior = KernelMeanParams.model_validate(written or {}).model_dump()
+    # KM2's settings as a run reads them: its defaults under params.yaml's prior.km
+    prior = entry_settings(load_params(args.params).prior, "prior",
+                           PRIOR_ESTIMATORS.get("km2")).model_dump()
     mix, comp, true_prior = mnist_inputs(args.n, args.seed)
     print(f"KM2 on {len(mix):,d} + {len(comp):,d} points x {mix.shape[1]} dims "
           f"(MNIST-I, true prior {true_prior:.4f})", flush=True)

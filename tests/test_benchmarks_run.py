@@ -1,8 +1,8 @@
-"""Every speed benchmark still runs (slow: about 2.5 minutes on 2 cores; `make test-all`).
+"""Every speed benchmark still runs (slow: about 3.5 minutes on 2 cores; `make test-all`).
 
-Benchmarks are scripts, not tests, so nothing else runs them; two had failed for weeks
-(km2_speed on a params.yaml without `prior.km`, pipeline_timing on the tracked dataset's
-folder) before anyone read their output. This runs each one's quick mode, as
+Benchmarks are scripts, not tests, so nothing else runs them; two had been failing
+unnoticed (km2_speed on a params.yaml without `prior.km`, pipeline_timing on the tracked
+dataset's folder). This runs each one's quick mode, as
 `python -m benchmarks --quick` does, and checks it ends well and writes nothing tracked."""
 
 from __future__ import annotations

@@ -179,12 +179,11 @@ def run_suite(name: str, frames: dict[str, pd.DataFrame], checks: list[Check],
             suite = gx.ExpectationSuite(name=f"{name}.{frame_name}.{uuid.uuid4().hex[:8]}")
             for check in mine:
                 suite.add_expectation(getattr(gxe, check.expectation)(**check.kwargs))
-            outcome = batch.validate(suite, result_format=_result_format(
-                (index or {}).get(frame_name)))
+            names = (index or {}).get(frame_name) or []
+            outcome = batch.validate(suite, result_format=_result_format(names))
             # GX reorders results; match them back to our checks by type and kwargs.
             for check, res in zip(mine, _ordered(mine, outcome.results), strict=True):
                 detail = res.result or {}
-                names = (index or {}).get(frame_name) or []
                 unexpected = ([{**{k: row[k] for k in names}, **row}  # the names first
                                for row in detail.get("partial_unexpected_index_list") or []]
                               or detail.get("partial_unexpected_list") or [])
@@ -195,7 +194,7 @@ def run_suite(name: str, frames: dict[str, pd.DataFrame], checks: list[Check],
     return SuiteReport(name, results)
 
 
-def _result_format(index: list[str] | None) -> str | dict:
+def _result_format(index: list[str]) -> str | dict:
     """BASIC (observed values and the first offending values) costs GX about a third less
     than SUMMARY; SUMMARY is needed only to name offending rows by their index columns."""
     if not index:
