@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from pucl.evaluation.label_free import point_estimates
 from pucl.reporting.comparison import PAIRED_COLUMN, compare_runs
@@ -171,6 +172,33 @@ def test_a_pair_carries_the_wider_of_its_runs_prior_errors():
     assert paired_part(a, b, PRIOR, PRIOR, np.nan, 0.04).prior_error == 0.04
     assert paired_part(a, b, PRIOR, PRIOR, np.nan, np.nan).prior_error == 0.0
     assert paired_part(a, b, PRIOR, PRIOR + 0.01, 0.03, 0.03) is None  # another prior
+
+
+def test_priors_a_hair_apart_pair_at_their_midpoint_with_both_inside_the_error():
+    """One estimator on two machines reads priors a hair apart (its float sums in another
+    order). They pair: at the midpoint, with an error whose range of priors holds both
+    runs' own, and a difference that is the mean of the two read at each prior (it is
+    linear in the prior). Priors PRIOR_MATCH apart, or a missing one, do not pair."""
+    from pucl.evaluation.paired import paired_difference, paired_difference_over
+    from pucl.reporting.paired_choice import PRIOR_MATCH, paired_part
+
+    y, rng = validation_rows(0)
+    a, b = scored(y, rng.random(len(y)) < 0.95), scored(y, rng.random(len(y)) < 0.8)
+    near = PRIOR + 0.002
+    part = paired_part(a, b, PRIOR, near, 0.03, 0.02)
+    assert part.prior == pytest.approx(PRIOR + 0.001, abs=1e-15)
+    assert part.prior - part.prior_error <= PRIOR - 0.03 + 1e-15  # run a's own range
+    assert part.prior + part.prior_error >= PRIOR + 0.03 - 1e-15
+    assert part.prior + part.prior_error >= near + 0.02  # and run b's
+    labelled, in_u = a["pu"] == 1, a["in_u"] == 1
+    at = [paired_difference(a["score"][labelled].to_numpy(), a["score"][in_u].to_numpy(),
+                            b["score"][labelled].to_numpy(), b["score"][in_u].to_numpy(),
+                            prior, bootstrap=0).value for prior in (PRIOR, near)]
+    assert at[0] != at[1]  # the TPRs differ, so the prior counts
+    assert paired_difference_over([part], bootstrap=0).value == pytest.approx(
+        (at[0] + at[1]) / 2, abs=1e-12)
+    assert paired_part(a, b, PRIOR, PRIOR + PRIOR_MATCH, 0.03, 0.03) is None
+    assert paired_part(a, b, PRIOR, np.nan, 0.03, 0.03) is None
 
 
 def test_the_choice_widens_a_difference_by_the_runs_logged_prior_error():
