@@ -51,8 +51,8 @@ def paired_rows(a: PipelineRun, b: PipelineRun):
     error_a, error_b = (run.metrics.get("val_prior_error", 0.0) for run in (a, b))
     part = paired_part(a.kept, b.kept, prior_a, prior_b, error_a, error_b)
     if part is None:
-        raise SystemExit("the two runs did not score the same rows with the same prior: "
-                         "a variant must keep the split and the prior")
+        raise SystemExit("the two runs did not score the same rows, or one logged no prior: "
+                         "a variant must keep the split")
     return part
 
 

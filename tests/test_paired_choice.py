@@ -32,11 +32,12 @@ def scored(y: np.ndarray, right: np.ndarray, n_p: int = 300) -> pd.DataFrame:
 
 
 def runs_of(gains: dict[str, float], minutes: dict[str, float], seeds=(0, 1, 2),
-            work: dict[str, float] | None = None):
+            work: dict[str, float] | None = None, priors: dict[str, float] | None = None):
     """One run per variant and seed: `base` is right with chance 0.9; a variant with gain
     g > 0 is also right on a g / 0.1 share of base's mistakes, g < 0 wrong on a -g / 0.9
     share of its hits; `work`: GMACs per variant (as two stages' parts), none recorded
-    where absent. Returns the run records and each run's validation scores."""
+    where absent; `priors`: the prior a variant's runs estimated and read (PRIOR where
+    absent). Returns the run records and each run's validation scores."""
     records, scores = [], {}
     for seed in seeds:
         y, rng = validation_rows(seed)
@@ -47,21 +48,22 @@ def runs_of(gains: dict[str, float], minutes: dict[str, float], seeds=(0, 1, 2),
             table = scored(y, right)
             run_id = f"{variant}-{seed}"
             labelled, in_u = table["pu"] == 1, table["in_u"] == 1
+            prior = (priors or {}).get(variant, PRIOR)
             estimate = point_estimates(table["score"][labelled].to_numpy(),
-                                       table["score"][in_u].to_numpy(), PRIOR)["accuracy"]
+                                       table["score"][in_u].to_numpy(), prior)["accuracy"]
             done = ({"work_gmac_pretrain": work[variant] / 2,
                      "work_gmac_train_classifier": work[variant] / 2}
                     if variant in (work or {}) else {})
             records.append(RunRecord(run_id, run_id, "FINISHED", 0,
                                      {"variant_param": variant, "base.seed": str(seed)},
-                                     {"val_est_accuracy": estimate, "val_prior": PRIOR, **done},
+                                     {"val_est_accuracy": estimate, "val_prior": prior, **done},
                                      {"variant": variant}, int(minutes[variant] * 60000)))
             scores[run_id] = table
     return records, scores
 
 
-def choice(gains, minutes, scores_patch=None, work=None):
-    records, scores = runs_of(gains, minutes, work=work)
+def choice(gains, minutes, scores_patch=None, work=None, priors=None):
+    records, scores = runs_of(gains, minutes, work=work, priors=priors)
     scores.update(scores_patch or {})
     frame = runs_frame({"name": r.name, "run_id": r.run_id, "params": r.params,
                         "metrics": r.metrics, "variant": r.tags["variant"],
@@ -171,25 +173,28 @@ def test_a_pair_carries_the_wider_of_its_runs_prior_errors():
     assert paired_part(a, b, PRIOR, PRIOR, 0.03, 0.05).prior_error == 0.05
     assert paired_part(a, b, PRIOR, PRIOR, np.nan, 0.04).prior_error == 0.04
     assert paired_part(a, b, PRIOR, PRIOR, np.nan, np.nan).prior_error == 0.0
-    assert paired_part(a, b, PRIOR, PRIOR + 0.01, 0.03, 0.03) is None  # another prior
+    other = paired_part(a, b, PRIOR, PRIOR + 0.01, 0.03, 0.03)  # another prior: its midpoint
+    assert (other.prior, other.prior_error) == pytest.approx((PRIOR + 0.005, 0.035), abs=1e-15)
 
 
-def test_priors_a_hair_apart_pair_at_their_midpoint_with_both_inside_the_error():
-    """One estimator on two machines reads priors a hair apart (its float sums in another
-    order). They pair: at the midpoint, with an error whose range of priors holds both
-    runs' own, and a difference that is the mean of the two read at each prior (it is
-    linear in the prior). Priors PRIOR_MATCH apart, or a missing one, do not pair."""
+@pytest.mark.parametrize("gap", [0.002, 0.06])
+def test_priors_apart_pair_at_their_midpoint_with_both_inside_the_error(gap):
+    """Two runs of one split that estimated priors `gap` apart: one estimator on two
+    machines (its float sums in another order), or two estimators. They pair at the
+    midpoint, with an error whose range of priors holds both runs' own, and a difference
+    that is the mean of the two read at each prior (it is linear in the prior). A run
+    that logged no prior does not pair."""
     from pucl.evaluation.paired import paired_difference, paired_difference_over
-    from pucl.reporting.paired_choice import PRIOR_MATCH, paired_part
+    from pucl.reporting.paired_choice import paired_part
 
     y, rng = validation_rows(0)
     a, b = scored(y, rng.random(len(y)) < 0.95), scored(y, rng.random(len(y)) < 0.8)
-    near = PRIOR + 0.002
+    near = PRIOR + gap
     part = paired_part(a, b, PRIOR, near, 0.03, 0.02)
-    assert part.prior == pytest.approx(PRIOR + 0.001, abs=1e-15)
+    assert part.prior == pytest.approx(PRIOR + gap / 2, abs=1e-15)
     assert part.prior - part.prior_error <= PRIOR - 0.03 + 1e-15  # run a's own range
     assert part.prior + part.prior_error >= PRIOR + 0.03 - 1e-15
-    assert part.prior + part.prior_error >= near + 0.02  # and run b's
+    assert part.prior + part.prior_error >= near + 0.02 - 1e-15  # and run b's
     labelled, in_u = a["pu"] == 1, a["in_u"] == 1
     at = [paired_difference(a["score"][labelled].to_numpy(), a["score"][in_u].to_numpy(),
                             b["score"][labelled].to_numpy(), b["score"][in_u].to_numpy(),
@@ -197,8 +202,59 @@ def test_priors_a_hair_apart_pair_at_their_midpoint_with_both_inside_the_error()
     assert at[0] != at[1]  # the TPRs differ, so the prior counts
     assert paired_difference_over([part], bootstrap=0).value == pytest.approx(
         (at[0] + at[1]) / 2, abs=1e-12)
-    assert paired_part(a, b, PRIOR, PRIOR + PRIOR_MATCH, 0.03, 0.03) is None
     assert paired_part(a, b, PRIOR, np.nan, 0.03, 0.03) is None
+
+
+def naive_accuracy(scores: pd.DataFrame, prior: float) -> float:
+    """1 - pi - r + 2 pi TPR at a 0.5 cut, from the formula (no clip: these runs keep FPR
+    inside [0, 1])."""
+    hits = scores["score"].to_numpy() >= 0.5
+    tpr, r = hits[scores["pu"] == 1].mean(), hits[scores["in_u"] == 1].mean()
+    return 1 - prior - r + 2 * prior * tpr
+
+
+def test_a_prior_read_high_does_not_win_the_choice():
+    """Two variants whose models are the same, one of whose prior estimators reads 0.08
+    higher: at its own prior its estimate is higher (accuracy rises with the prior read,
+    by 2 TPR - 1 per unit), so ranking each run at its own prior would choose it. Read at
+    the seeds' common prior, the two are level: a tie, and the cheaper is chosen."""
+    same = {"low_prior": 0.0, "high_prior": 0.0}
+    priors = {"low_prior": PRIOR - 0.04, "high_prior": PRIOR + 0.04}
+    records, scores = runs_of(same, {"low_prior": 1.0, "high_prior": 1.0}, priors=priors)
+    logged = {r.run_id: r.metrics["val_est_accuracy"] for r in records}
+    assert all(logged[f"high_prior-{s}"] > logged[f"low_prior-{s}"] + 0.02 for s in range(3))
+    table, picked = choice(same, {"low_prior": 1.0, "high_prior": 9.0}, priors=priors)
+    by_variant = dict(zip(table["variant"], range(len(table)), strict=True))
+    # both runs of a seed score the same rows with models drawn alike, so at the common
+    # prior (PRIOR) the difference is that of two draws of one model
+    (versus,) = picked.versus
+    assert versus.tie and versus.seeds == 3
+    truth = np.mean([naive_accuracy(scores[f"{table.loc[picked.leaders[0], 'variant']}-{s}"],
+                                    PRIOR)
+                     - naive_accuracy(scores[f"{table.loc[versus.group, 'variant']}-{s}"],
+                                      PRIOR) for s in range(3)])
+    assert versus.difference.value == pytest.approx(truth, abs=1e-12)
+    assert picked.chosen == [by_variant["low_prior"]]
+
+
+def test_a_better_model_under_a_lower_prior_leads():
+    """The variant whose model is 3 points better reads a prior 0.1 lower, so its own
+    estimate is the lower one; read at the seeds' common prior it leads, and it is
+    chosen however dear."""
+    gains, priors = {"plain": 0.0, "better": 0.03}, {"plain": PRIOR + 0.05,
+                                                     "better": PRIOR - 0.05}
+    records, scores = runs_of(gains, {"plain": 1.0, "better": 9.0}, priors=priors)
+    logged = {r.run_id: r.metrics["val_est_accuracy"] for r in records}
+    assert np.mean([logged[f"better-{s}"] - logged[f"plain-{s}"] for s in range(3)]) < 0
+    table, picked = choice(gains, {"plain": 1.0, "better": 9.0}, priors=priors)
+    (leader,) = picked.leaders
+    assert table.loc[leader, "variant"] == "better" and picked.chosen == [leader]
+    assert picked.cells[leader] == "leader, at the seeds' common priors"
+    (versus,) = picked.versus
+    assert not versus.tie and versus.difference.low > 0
+    truth = np.mean([naive_accuracy(scores[f"better-{s}"], PRIOR)
+                     - naive_accuracy(scores[f"plain-{s}"], PRIOR) for s in range(3)])
+    assert versus.difference.value == pytest.approx(truth, abs=1e-12)
 
 
 def test_the_choice_widens_a_difference_by_the_runs_logged_prior_error():

@@ -114,8 +114,9 @@ def compare_runs(runs: Sequence[tracking.RunRecord], out_dir: Path, by: Sequence
         for leader in paired.leaders:
             if not paired.picks[leader]:
                 lead = ", ".join(f"{k}={table.loc[leader, k]}" for k in by)
-                choice.append(f"(a tie by the paired difference with the highest estimate, "
-                              f"{lead}: the cheaper in minutes per seed is chosen)")
+                choice.append(f"(a tie by the paired difference with the leader, {lead}: "
+                              "the clearly cheaper per seed, by work or else minutes, is "
+                              "chosen)")
     write_table(csv, table)
     with atomic_path(md) as tmp:
         tmp.write_text(f"# Comparison: {title}\n\n{len(frame)} pipeline runs"

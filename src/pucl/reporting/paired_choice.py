@@ -1,19 +1,25 @@
 """Choosing among grouped variants by the paired difference of their label-free accuracies
 (pucl.evaluation.paired), for `pucl compare --by`, `pucl bench` and the sweeps.
 
-The group with the highest mean validation estimate leads. Each other group is compared
-with it on the validation rows both scored: seed by seed (runs with the same `base.seed`
-share a split, so the same held-out P and U), the leader's accuracy minus the other's,
-averaged over the seeds both have, with a paired bootstrap interval. A group whose
-interval holds 0 ties with the leader, and among the leader and the groups tied with it
-the cheapest is chosen if it saves at least a tenth of the leader's cost, else the
-leader: when the held-out rows cannot tell two variants apart, the clearly cheaper one
-is the better buy. The cost is the work per seed (GMACs, pucl.runtime.work), the same
+Every run of one seed (runs with the same `base.seed` share a split, so the same held-out
+P and U, and the same true prior) is read at one prior: the midpoint of the priors those
+runs estimated, with the prior's error widened by half their spread (`common_prior`).
+Variants that estimate the prior differently are then compared on their models, not on
+their priors: a label-free accuracy rises with the prior it reads, so ranking each run at
+its own prior favours whichever estimator reads higher. Where every run of a seed read
+the same prior, this is each run's own estimate, as logged.
+
+The group with the highest mean estimate leads. Each other group is compared with it
+seed by seed on the validation rows both scored, the leader's accuracy minus the
+other's, averaged over the seeds both have, with a paired bootstrap interval. A group
+whose interval holds 0 ties with the leader, and among the leader and the groups tied
+with it the cheapest is chosen if it saves at least a tenth of the leader's cost, else
+the leader: when the held-out rows cannot tell two variants apart, the clearly cheaper
+one is the better buy. The cost is the work per seed (GMACs, pucl.runtime.work), the same
 however busy the machine was; minutes per seed only where a tied group's runs predate
 counting it (two runs of one variant on a shared machine differed by a quarter in
 minutes, so a tie broken by them was a coin toss). Groups that cannot be paired (no seed
-in common, other rows, another prior) are only ranked by their mean estimate, as before.
-Two priors within PRIOR_MATCH are one estimator's on two machines, and do pair.
+in common, other rows, no prior logged) are only ranked by their mean estimate.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from pucl.evaluation.label_free import point_estimates
 from pucl.evaluation.paired import Difference, PairedRows, paired_difference_over
 from pucl.reporting.tables import CHOICE_METRIC
 
@@ -31,11 +38,7 @@ SEED = "base.seed"
 CLEARLY_CHEAPER = 0.9  # a tied group must cost at most this share of the leader's cost
 COSTS = ("gmac_per_seed", "minutes_per_seed")  # a tie's cost: the first every tied group has
 ScoresOf = Callable[[str], "pd.DataFrame | None"]  # run id -> its validation_scores.csv
-# Priors closer than this pair, at their midpoint. One estimator whose float sums ran in
-# another order differs by about 0.001 (the same seed's TED^n on F-MNIST-II: 0.7174 on a
-# Xeon, 0.7186 on an EPYC); two settings of the prior mostly by 0.02-0.09 (reports/fmnist,
-# five prior folds), and where they come closer the error widened by half the gap covers it
-PRIOR_MATCH = 0.005
+Common = dict  # seed -> (the prior its runs are read at, half the spread of their priors)
 
 
 @dataclass(frozen=True)
@@ -66,23 +69,44 @@ class PairedChoice:
         return [int(i) for i in np.flatnonzero(self.picks)]
 
 
+def common_prior(priors) -> tuple[float, float]:
+    """The prior that runs of one split are read at: the midpoint of their finite `priors`,
+    and half the distance between the lowest and the highest (nan, nan without any). The
+    range of priors the midpoint allows, widened by that half, holds every run's own."""
+    values = np.array([p for p in priors if np.isfinite(p)], dtype=float)
+    if not len(values):
+        return float("nan"), float("nan")
+    low, high = float(values.min()), float(values.max())
+    return (low + high) / 2.0, (high - low) / 2.0
+
+
 def paired_part(a: pd.DataFrame, b: pd.DataFrame, prior_a: float, prior_b: float,
-                error_a: float = 0.0, error_b: float = 0.0) -> PairedRows | None:
+                error_a: float = 0.0, error_b: float = 0.0,
+                common: tuple[float, float] | None = None) -> PairedRows | None:
     """Two runs' validation scores as one paired part, or None when they did not score
-    the same rows (index, pu, in_u) or read priors PRIOR_MATCH or more apart. The part's
-    prior error is the wider of the two runs' (`val_prior_error`; a run logged before it:
-    none); priors that differ within PRIOR_MATCH are read at their midpoint, that error
-    widened by half their gap, so that the priors it allows hold both runs' own."""
-    gap = abs(prior_a - prior_b)
-    if (len(a) == 0 or len(a) != len(b) or not gap < PRIOR_MATCH
+    the same rows (index, pu, in_u) or either logged no prior. The part is read at
+    `common` (common_prior of every run of their split), or without it at the midpoint
+    of their own two priors; its prior error is the wider of the two runs'
+    (`val_prior_error`; a run logged before it: none), widened by half the spread of the
+    priors, so that the priors it allows hold each run's own range."""
+    if (len(a) == 0 or len(a) != len(b) or not np.isfinite([prior_a, prior_b]).all()
             or not all((a[c].to_numpy() == b[c].to_numpy()).all()
                        for c in ("index", "pu", "in_u"))):
         return None
+    prior, half_spread = common if common is not None else common_prior([prior_a, prior_b])
     labelled, in_u = a["pu"].to_numpy() == 1, a["in_u"].to_numpy().astype(bool)
     sa, sb = a["score"].to_numpy(float), b["score"].to_numpy(float)
-    error = np.nanmax([error_a, error_b, 0.0]) + gap / 2.0
-    return PairedRows(sa[labelled], sa[in_u], sb[labelled], sb[in_u],
-                      float((prior_a + prior_b) / 2.0), float(error))
+    error = np.nanmax([error_a, error_b, 0.0]) + half_spread
+    return PairedRows(sa[labelled], sa[in_u], sb[labelled], sb[in_u], float(prior),
+                      float(error))
+
+
+def estimate_at(scores: pd.DataFrame, prior: float) -> float:
+    """A run's label-free accuracy (its logged `val_est_accuracy`) read at another prior,
+    from its validation scores."""
+    labelled, in_u = scores["pu"].to_numpy() == 1, scores["in_u"].to_numpy().astype(bool)
+    values = scores["score"].to_numpy(float)
+    return point_estimates(values[labelled], values[in_u], prior)["accuracy"]
 
 
 def choose_paired(table: pd.DataFrame, frame: pd.DataFrame, by: Sequence[str],
@@ -113,12 +137,17 @@ def choose_paired(table: pd.DataFrame, frame: pd.DataFrame, by: Sequence[str],
     picks, cells = np.zeros(len(table), dtype=bool), [""] * len(table)
     leaders, versus = [], []
     for _, rows in score.dropna().groupby(partition[score.notna()], sort=False):
-        leader = int(rows.idxmax())
+        group_runs = {row: runs[keys[row]] for row in rows.index}
+        common = seed_priors(pd.concat(group_runs.values()))
+        at_common = pd.Series({row: mean_at(group_runs[row], common, scores, rows[row])
+                               for row in rows.index})
+        leader = int(at_common.idxmax())
         leaders.append(leader)
-        cells[leader] = "leader"
+        reread = not at_common.equals(rows.astype(float))
+        cells[leader] = "leader, at the seeds' common priors" if reread else "leader"
         tied = [leader]
         for row in rows.index.drop(leader):
-            parts = _parts(runs[keys[leader]], runs[keys[row]], scores)
+            parts = _parts(group_runs[leader], group_runs[row], scores, common)
             v = Versus(int(row), paired_difference_over(parts, seed=seed) if parts else None,
                        len(parts))
             versus.append(v)
@@ -152,20 +181,48 @@ def cheapest_tied(tied: list[int], leader: int, cost: pd.Series) -> int:
     return min(cheaper, key=of) if cheaper else leader
 
 
+def seed_priors(runs: pd.DataFrame) -> Common:
+    """common_prior of each seed's runs (their `val_prior`), for the seeds that logged one."""
+    if "val_prior" not in runs:
+        return {}
+    found = {seed_value: common_prior(group["val_prior"].astype(float))
+             for seed_value, group in runs.groupby(SEED, sort=True)}
+    return {k: v for k, v in found.items() if np.isfinite(v[0])}
+
+
+def mean_at(group: pd.DataFrame, common: Common,
+            scores: Callable[[str], pd.DataFrame | None], logged: float) -> float:
+    """A group's mean estimate with each run read at its seed's common prior; `logged`
+    (the table's mean) where every run already read it, or where the scores of a run
+    that did not are missing (then that run stays at its own prior)."""
+    values, moved = [], False
+    for _, run in group.iterrows():
+        value, prior = run.get(CHOICE_METRIC, np.nan), run.get("val_prior", np.nan)
+        target = common.get(run[SEED], (np.nan, np.nan))[0]
+        kept = scores(run["run_id"]) if np.isfinite([prior, target]).all() and \
+            prior != target else None
+        if kept is not None:
+            value, moved = estimate_at(kept, target), True
+        values.append(value)
+    return float(np.nanmean(values)) if moved else float(logged)
+
+
 def _parts(lead: pd.DataFrame, other: pd.DataFrame,
-           scores: Callable[[str], pd.DataFrame | None]) -> list[PairedRows]:
-    """One paired part per seed both groups ran (their first run of that seed)."""
+           scores: Callable[[str], pd.DataFrame | None], common: Common) -> list[PairedRows]:
+    """One paired part per seed both groups ran (their first run of that seed), read at
+    the seed's common prior."""
     parts = []
     for seed_value, lead_runs in lead.groupby(SEED, sort=True):
         others = other[other[SEED] == seed_value]
-        if others.empty:
+        if others.empty or seed_value not in common:
             continue
         a, b = lead_runs.iloc[0], others.iloc[0]
         sa, sb = scores(a["run_id"]), scores(b["run_id"])
         if sa is None or sb is None:
             continue
         part = paired_part(sa, sb, a.get("val_prior", np.nan), b.get("val_prior", np.nan),
-                           a.get("val_prior_error", np.nan), b.get("val_prior_error", np.nan))
+                           a.get("val_prior_error", np.nan), b.get("val_prior_error", np.nan),
+                           common=common[seed_value])
         if part is not None:
             parts.append(part)
     return parts
