@@ -128,8 +128,13 @@ def test_the_paired_choice_gives_a_tie_to_the_clearly_cheaper_candidate(
     frame = pd.DataFrame(rows)
     assert bench.chosen(frame) == "a"  # the highest mean alone
     assert bench.chosen(frame, bench.read_scores) == expected
-    # a table whose rows differ cannot be paired: ranked by the mean estimate, as before
+    # b's prior estimated 0.1 higher: both are read at the midpoint, and since the two
+    # find the labelled positives alike (equal TPR) the prior moves nothing: same choice
     frame.loc[frame.method == "b", "prior"] = 0.6
+    assert bench.chosen(frame, bench.read_scores) == expected
+    # a table whose rows differ cannot be paired: ranked by the mean estimate, as before
+    for path in frame.loc[frame.method == "b", "scores"]:
+        pd.read_csv(path).assign(index=lambda t: t["index"] + 1).to_csv(path, index=False)
     assert bench.chosen(frame, bench.read_scores) == "a"
 
 
