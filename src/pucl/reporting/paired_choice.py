@@ -38,7 +38,8 @@ SEED = "base.seed"
 CLEARLY_CHEAPER = 0.9  # a tied group must cost at most this share of the leader's cost
 COSTS = ("gmac_per_seed", "minutes_per_seed")  # a tie's cost: the first every tied group has
 ScoresOf = Callable[[str], "pd.DataFrame | None"]  # run id -> its validation_scores.csv
-Common = dict  # seed -> (the prior its runs are read at, half the spread of their priors)
+Common = dict[object, tuple[float, float]]  # seed -> (the prior its runs are read at,
+#                                              half the spread of their priors)
 
 
 @dataclass(frozen=True)
@@ -94,19 +95,21 @@ def paired_part(a: pd.DataFrame, b: pd.DataFrame, prior_a: float, prior_b: float
                        for c in ("index", "pu", "in_u"))):
         return None
     prior, half_spread = common if common is not None else common_prior([prior_a, prior_b])
-    labelled, in_u = a["pu"].to_numpy() == 1, a["in_u"].to_numpy().astype(bool)
-    sa, sb = a["score"].to_numpy(float), b["score"].to_numpy(float)
     error = np.nanmax([error_a, error_b, 0.0]) + half_spread
-    return PairedRows(sa[labelled], sa[in_u], sb[labelled], sb[in_u], float(prior),
-                      float(error))
+    return PairedRows(*p_and_u(a), *p_and_u(b), float(prior), float(error))
+
+
+def p_and_u(scores: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """A validation_scores table's scores of the labelled positives and of U."""
+    labelled, in_u = scores["pu"].to_numpy() == 1, scores["in_u"].to_numpy().astype(bool)
+    values = scores["score"].to_numpy(float)
+    return values[labelled], values[in_u]
 
 
 def estimate_at(scores: pd.DataFrame, prior: float) -> float:
     """A run's label-free accuracy (its logged `val_est_accuracy`) read at another prior,
     from its validation scores."""
-    labelled, in_u = scores["pu"].to_numpy() == 1, scores["in_u"].to_numpy().astype(bool)
-    values = scores["score"].to_numpy(float)
-    return point_estimates(values[labelled], values[in_u], prior)["accuracy"]
+    return point_estimates(*p_and_u(scores), prior)["accuracy"]
 
 
 def choose_paired(table: pd.DataFrame, frame: pd.DataFrame, by: Sequence[str],
@@ -139,11 +142,10 @@ def choose_paired(table: pd.DataFrame, frame: pd.DataFrame, by: Sequence[str],
     for _, rows in score.dropna().groupby(partition[score.notna()], sort=False):
         group_runs = {row: runs[keys[row]] for row in rows.index}
         common = seed_priors(pd.concat(group_runs.values()))
-        at_common = pd.Series({row: mean_at(group_runs[row], common, scores, rows[row])
-                               for row in rows.index})
-        leader = int(at_common.idxmax())
+        read = {row: mean_at(group_runs[row], common, scores, rows[row]) for row in rows.index}
+        leader = int(pd.Series({row: value for row, (value, _) in read.items()}).idxmax())
         leaders.append(leader)
-        reread = not at_common.equals(rows.astype(float))
+        reread = any(moved for _, moved in read.values())
         cells[leader] = "leader, at the seeds' common priors" if reread else "leader"
         tied = [leader]
         for row in rows.index.drop(leader):
@@ -191,10 +193,12 @@ def seed_priors(runs: pd.DataFrame) -> Common:
 
 
 def mean_at(group: pd.DataFrame, common: Common,
-            scores: Callable[[str], pd.DataFrame | None], logged: float) -> float:
-    """A group's mean estimate with each run read at its seed's common prior; `logged`
-    (the table's mean) where every run already read it, or where the scores of a run
-    that did not are missing (then that run stays at its own prior)."""
+            scores: Callable[[str], pd.DataFrame | None], logged: float
+            ) -> tuple[float, bool]:
+    """A group's mean estimate with each run read at its seed's common prior, and whether
+    any run was read again; `logged` (the table's mean) where every run already read it,
+    or where the scores of a run that did not are missing (that run stays at its own
+    prior)."""
     values, moved = [], False
     for _, run in group.iterrows():
         value, prior = run.get(CHOICE_METRIC, np.nan), run.get("val_prior", np.nan)
@@ -204,7 +208,7 @@ def mean_at(group: pd.DataFrame, common: Common,
         if kept is not None:
             value, moved = estimate_at(kept, target), True
         values.append(value)
-    return float(np.nanmean(values)) if moved else float(logged)
+    return (float(np.nanmean(values)), True) if moved else (float(logged), False)
 
 
 def _parts(lead: pd.DataFrame, other: pd.DataFrame,
