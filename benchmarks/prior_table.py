@@ -59,12 +59,17 @@ def run_case(case: str, overrides: dict, seed: int, estimator: str) -> list[dict
     rows = [{"estimator": estimator, "case": case, "seed": seed, "prior_true": truth,
              "estimate": report["prior"], "abs_error": abs(report["prior"] - truth),
              "seconds": seconds,
+             # the bootstrap's standard deviation of the estimate (the interval's prior part)
+             "prior_std": report.get("prior_std"),
+             # BBE's best bin: the share of held-out labelled positives in it, and their number
+             "bbe_q_p": report.get("bbe_q_p"), "heldout_n_p": report.get("heldout_n_p"),
              # prior.heldout.restarts > 1: each restart's estimate, the first the run's own
              "restart_estimates": ";".join(f"{r['prior']:.4f}" for r in
                                            report.get("restart_estimates", ())) or None}]
     for name, key in READ_FROM.get(estimator, {}).items():
         rows.append({**rows[0], "estimator": name, "estimate": report[key],
-                     "restart_estimates": None,
+                     "restart_estimates": None, "prior_std": None,
+                     "bbe_q_p": None, "heldout_n_p": None,
                      "abs_error": abs(report[key] - truth)})
     return rows
 
@@ -83,6 +88,7 @@ def write_tables(frame: pd.DataFrame, out: Path, commit: str) -> pd.DataFrame:
     table = (frame.groupby(["estimator", "case"], sort=True)
              .agg(prior_true=("prior_true", "mean"), abs_error=("abs_error", "mean"),
                   abs_error_std=("abs_error", lambda s: s.std(ddof=0)), n=("seed", "count"),
+                  prior_std=("prior_std", "mean"),
                   seconds_per_run=("seconds", "mean"),
                   # the commits its runs were measured at (one, when it reruns as a row)
                   commit=("commit", lambda c: " ".join(sorted(set(c.dropna())))))
