@@ -189,3 +189,25 @@ def test_the_expected_halfwidth_is_the_spread_over_fresh_held_out_parts():
     assert accuracy_halfwidth(40, 400, 0.4) == pytest.approx(1.96 * np.std(estimates),
                                                              rel=0.1)
     assert accuracy_halfwidth(400, 4000, 0.4) < accuracy_halfwidth(40, 400, 0.4) / 3
+
+
+def test_the_expected_halfwidth_with_a_prior_error_is_the_spread_under_that_error():
+    """With a prior whose estimate strays by N(0, (e / 1.96)^2), 1.96 times the spread of
+    the estimates over fresh parts (TPR 0.9, FPR 0.1, prior 0.4, 400 positives, 4,000
+    unlabeled rows) is accuracy_halfwidth(..., prior_error=e), within 10%: the prior's
+    part, (2 TPR - 1) e, adds to the rows' as an independent error. (At this prior FPR
+    stays above 0 for priors up to 0.467; beyond, clipping would shrink the prior's part.)"""
+    from pucl.evaluation.label_free import accuracy_halfwidth, point_estimates
+
+    rng = np.random.default_rng(1)
+    error, estimates = 0.06, []
+    for _ in range(400):
+        y_u = rng.random(4000) < 0.4
+        u = np.where(y_u, rng.random(4000) < 0.9, rng.random(4000) < 0.1).astype(float)
+        p = (rng.random(400) < 0.9).astype(float)
+        prior = 0.4 + rng.normal(0.0, error / 1.96)
+        estimates.append(point_estimates(p, u, prior)["accuracy"])
+    expected = accuracy_halfwidth(400, 4000, 0.4, prior_error=error)
+    assert expected == pytest.approx(1.96 * np.std(estimates), rel=0.1)
+    rows = accuracy_halfwidth(400, 4000, 0.4)
+    assert 0.8 * error > rows and expected < rows + 0.8 * error  # a root of squares, not a sum

@@ -108,18 +108,25 @@ def data_init(
 
 
 def _say_holdout_width(params, holdout) -> None:
-    """What a PU holdout of this size can tell: the width of a label-free accuracy
-    estimate on it, for a model right on 90% of each class."""
+    """What a PU holdout of this size can tell: the half-width of a label-free accuracy
+    estimate on it, for a model right on 90% of each class, with the prior's part that
+    every retrain's interval carries (evaluate.prior_error, or the holdout prior's own
+    half-width where that is wider)."""
     from pucl.data.split import unlabeled_rows
     from pucl.evaluation.label_free import accuracy_halfwidth
+    from pucl.recipe.prior import error_allowed
 
     n_p = int(holdout.pu.sum())
     n_u = int(unlabeled_rows(holdout.pu == 1, params.split.scenario).sum())
-    width = accuracy_halfwidth(n_p, n_u, holdout.prior)
+    prior_error = error_allowed(params.evaluate.prior_error, holdout.prior_halfwidth)
+    rows = accuracy_halfwidth(n_p, n_u, holdout.prior)
+    width = accuracy_halfwidth(n_p, n_u, holdout.prior, prior_error=prior_error)
     out.print(f"the holdout's {n_p} labelled positives and {n_u} unlabeled rows estimate a "
               f"model's accuracy within about +-{width:.3f} (95%, for a model right on 90% "
-              "of each class); retrains promote only when the paired difference clears "
-              "tracking.min_improvement. A larger split.val_fraction at init narrows it",
+              f"of each class: +-{rows:.3f} from the rows, with the prior's +-{prior_error:.3f}"
+              "); retrains promote only when the paired difference clears "
+              "tracking.min_improvement. A larger split.val_fraction at init narrows the "
+              "rows' part; only a more precise prior narrows the prior's",
               soft_wrap=True)
 
 

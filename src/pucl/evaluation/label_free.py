@@ -166,15 +166,21 @@ def _metrics_of_rates(tpr: np.ndarray, r: np.ndarray, auc_pu: np.ndarray, prior:
 
 
 def accuracy_halfwidth(n_p: int, n_u: int, prior: float, tpr: float = 0.9,
-                       fpr: float = 0.1, level: float = 0.95) -> float:
+                       fpr: float = 0.1, level: float = 0.95, prior_error: float = 0.0
+                       ) -> float:
     """How far, at `level`, the accuracy estimate of a model with this TPR and FPR strays
-    from its mean on `n_p` held-out labelled positives and `n_u` unlabeled rows drawn
-    apart (a normal approximation of the bootstrap interval): accuracy = 1 - pi - r +
-    2 pi TPR, so its variance is Var(r) + 4 pi^2 Var(TPR), with r = pi TPR + (1 - pi) FPR.
-    For sizing a holdout before any model exists."""
+    from the truth on `n_p` held-out labelled positives and `n_u` unlabeled rows drawn
+    apart, with a prior whose own 95% half-width is `prior_error` (a normal approximation
+    of `Estimate.interval`): accuracy = 1 - pi - r + 2 pi TPR, so the rows' part has the
+    variance Var(r) + 4 pi^2 Var(TPR), with r = pi TPR + (1 - pi) FPR, and a prior off by
+    d moves the estimate by (2 TPR - 1) d; the two parts combine as independent errors.
+    For sizing a holdout before any model exists, and for the narrowest interval a data
+    set allows (docs/evaluation.md). Where a prior end pushes FPR out of [0, 1] the
+    estimate is clipped there and moves less."""
     r = prior * tpr + (1.0 - prior) * fpr
     variance = r * (1.0 - r) / n_u + 4.0 * prior ** 2 * tpr * (1.0 - tpr) / n_p
-    return float(norm.ppf(0.5 + level / 2.0) * np.sqrt(variance))
+    rows = norm.ppf(0.5 + level / 2.0) * np.sqrt(variance)
+    return float(np.hypot(rows, abs(2.0 * tpr - 1.0) * prior_error))
 
 
 # metrics.json's validation estimates: its name -> the metric of METRICS it reports
