@@ -100,7 +100,7 @@ def test_a_cycle_with_p_and_u_alone(tmp_path, harness):
         width = (rows ** 2 + (0.8 * allowed) ** 2) ** 0.5  # 2 TPR - 1 at TPR 0.9
         assert (f"40 labelled positives and 200 unlabeled rows estimate a model's accuracy "
                 f"within about +-{width:.3f} (95%, for a model right on 90% of each class: "
-                f"+-{rows:.3f} from the rows, with the prior's +-{allowed:.3f})"
+                f"+-{rows:.3f} from the rows, with the prior known to +-{allowed:.3f})"
                 ) in " ".join(result.output.split())
 
         pucl("retrain", "--no-progress")

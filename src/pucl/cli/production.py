@@ -123,8 +123,8 @@ def _say_holdout_width(params, holdout) -> None:
     width = accuracy_halfwidth(n_p, n_u, holdout.prior, prior_error=prior_error)
     out.print(f"the holdout's {n_p} labelled positives and {n_u} unlabeled rows estimate a "
               f"model's accuracy within about +-{width:.3f} (95%, for a model right on 90% "
-              f"of each class: +-{rows:.3f} from the rows, with the prior's +-{prior_error:.3f}"
-              "); retrains promote only when the paired difference clears "
+              f"of each class: +-{rows:.3f} from the rows, with the prior known to "
+              f"+-{prior_error:.3f}); retrains promote only when the paired difference clears "
               "tracking.min_improvement. A larger split.val_fraction at init narrows the "
               "rows' part; only a more precise prior narrows the prior's",
               soft_wrap=True)
