@@ -294,3 +294,15 @@ def flows_env(tmp_path_factory, request):
         mp.setenv("PUCL_TRACKING", "on")  # restored afterwards whatever a test sets
         mp.chdir(root)
         yield {"root": root, "uri": uri, "client": MlflowClient(uri)}
+
+
+@pytest.fixture(autouse=True)
+def torch_tracing_flag_stays_down():
+    """torch.export's process-wide "compiling" flag, left set by a test (two exports at
+    once in one process: pucl.tracking.runs.EXPORT_LOCK), would change every later test
+    on its worker: optimiser steps take their traced path and no work is counted. The
+    test that leaves it set fails, not a test after it."""
+    yield
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.compiler.is_compiling():
+        pytest.fail("torch.compiler.is_compiling() is still set after this test")

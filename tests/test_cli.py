@@ -74,8 +74,8 @@ def test_bad_params_refused_before_dvc_touches_outputs(project):
 def test_ablate_writes_one_row_per_objective_and_n_p(project):
     import pandas as pd
 
-    result = pucl(project, "ablate", "--losses", "pucl,sscl", "--n-p", "100", "--seeds", "0",
-                  "--epochs", "1", "--out", "reports")
+    result = pucl_cli(project, "ablate", "--losses", "pucl,sscl", "--n-p", "100", "--seeds",
+                      "0", "--epochs", "1", "--out", "reports")
     assert result.returncode == 0, result.stderr
     # a hash such as 3289e3843056 reads as a number unless told
     table = pd.read_csv(project / "reports/ablation.csv", dtype={"commit": str})
@@ -171,7 +171,7 @@ def test_a_preset_run_takes_the_default_variant_under_the_users_set(project):
     assert (params.split.n_p, params.pretrain.epochs) == (200, 7)
     base, tags = preset_overrides(project, str(project / "mine.yaml"), "short")
     assert resolve_params(project, validated_overrides(project, None, base)).pretrain.epochs == 1
-    result = pucl(project, "check", "--preset", "mine.yaml", "--variant", "short")
+    result = pucl_cli(project, "check", "--preset", "mine.yaml", "--variant", "short")
     assert result.returncode == 0, result.stderr
     assert "with preset mine variant short" in result.stdout
 

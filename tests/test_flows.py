@@ -21,9 +21,10 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from mlflow.tracking import MlflowClient
 
 from tests.conftest import new_store
-from tests.helpers import STAGES, artifact_paths, children, dvc, read_metrics, run, runs
+from tests.helpers import STAGES, artifact_paths, children, dvc, read_metrics, run, runs, stage
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -34,12 +35,19 @@ PROJECT_PARAMS = {"evaluate": {"tta_shift": 1}}
 
 @pytest.fixture(scope="module")
 def executions(flows_env, harness):
-    """The same tiny params run twice: by plain `dvc repro` and by the pipeline flow."""
+    """The same tiny params run twice: by DVC's stage commands and by the pipeline flow.
+    The stages run in this process (tests.helpers.stage: the code `python -m pucl.stages
+    NAME` runs), then `dvc commit` records them as `dvc repro` would: six fresh processes
+    cost this module about 40 s of imports, and test_repro_is_idempotent_and_selective
+    reruns two stages as DVC's own processes, from that lock."""
     from pucl.flows.pipeline import pipeline
 
     root = flows_env["root"]
-    first = dvc(root, "repro").stdout
-    # a copy as the repro left it, for test_repro_is_idempotent_and_selective
+    stale = set(json.loads(dvc(root, "status", "--json").stdout))  # what repro would run
+    for name in STAGES:
+        stage(root, name)
+    dvc(root, "commit", "--force")
+    # a copy as the stages left it, for test_repro_is_idempotent_and_selective
     repro_copy = root.parent / "repro-copy"
     shutil.copytree(root, repro_copy)
     flow_logs, lines = logging.getLogger("prefect.flow_runs"), []  # Prefect's: not propagated
@@ -51,7 +59,7 @@ def executions(flows_env, harness):
                            tags={"preset": "tiny", "variant": "plain"})
     finally:
         flow_logs.removeHandler(handler)
-    return {"flow": summary, "first_repro": first, "repro_copy": repro_copy,
+    return {"flow": summary, "stale_at_first": stale, "repro_copy": repro_copy,
             "flow_log": lines}
 
 
@@ -80,8 +88,10 @@ def test_pipeline_flow_gives_the_metrics_of_dvc_repro(flows_env, executions):
     assert dvc(flows_env["root"], "status").stdout.strip().endswith("up to date.")
 
 
-@pytest.mark.parametrize("entry", ["dvc", "prefect"])
-def test_one_parent_and_one_run_per_stage_per_execution(flows_env, executions, entry):
+def test_one_parent_and_one_run_per_stage_per_execution(flows_env, executions):
+    """The flow's parent run and its stages' runs (those of `dvc repro`, each stage a
+    process of its own, share one parent too: test_repro_is_idempotent_and_selective)."""
+    entry = "prefect"
     client = flows_env["client"]
     params = yaml.safe_load((flows_env["root"] / "params.yaml").read_text())
     parents = runs(client, f"tags.kind = 'pipeline' and tags.entry = '{entry}'")
@@ -92,8 +102,8 @@ def test_one_parent_and_one_run_per_stage_per_execution(flows_env, executions, e
     assert parent.data.params["pretrain.augment.degrees"] == str(
         params["pretrain"]["augment"]["degrees"])
     assert 0 < parent.data.metrics["gamma"] < 1 and "accuracy" in parent.data.metrics
-    if entry == "prefect":  # pucl run --preset names its preset and variant
-        assert (parent.data.tags["preset"], parent.data.tags["variant"]) == ("tiny", "plain")
+    # pucl run --preset names its preset and variant
+    assert (parent.data.tags["preset"], parent.data.tags["variant"]) == ("tiny", "plain")
 
     stage_runs = children(client, parent.info.run_id)
     assert [r.info.run_name for r in stage_runs] == list(STAGES)
@@ -103,8 +113,7 @@ def test_one_parent_and_one_run_per_stage_per_execution(flows_env, executions, e
         assert tags["stage"] == r.info.run_name and tags["kind"] == "stage"
         assert tags["dataset"] == "mnist5k" and tags["task"] == "mnist-i"
         assert len(tags["git_commit"]) == 40
-        # the lock as it was when the stage started: none yet in the fresh copy's first repro
-        assert len(tags["dvc_lock"]) == 16 or (entry == "dvc" and tags["dvc_lock"] == "none")
+        assert len(tags["dvc_lock"]) == 16  # the lock as it was when the stage started
     by_name = {r.info.run_name: r for r in stage_runs}
     pretrain = by_name["pretrain"]
     assert pretrain.data.params["pretrain.loss"] == params["pretrain"]["loss"]
@@ -120,8 +129,8 @@ def test_one_parent_and_one_run_per_stage_per_execution(flows_env, executions, e
         "train_classifier": {"head.pt"},
         "evaluate": {"metrics.json", "roc.png", "roc.csv", "embedding.png"},
     }
-    for stage, files in expected.items():
-        assert files <= artifact_paths(client, by_name[stage].info.run_id), stage
+    for name, files in expected.items():
+        assert files <= artifact_paths(client, by_name[name].info.run_id), name
     evaluate = by_name["evaluate"]
     assert evaluate.data.metrics["accuracy"] == parent.data.metrics["accuracy"]
     assert evaluate.data.tags["model_id"]
@@ -306,13 +315,15 @@ def ran_and_skipped(output: str) -> tuple[set[str], set[str]]:
 
 
 def test_repro_is_idempotent_and_selective(executions, tmp_path):
-    """`dvc repro` ran every stage; on the unchanged project it runs none; a change to the
-    classifier reruns it and what follows, nothing before it. (On a copy of the project
-    as the first repro left it, tracked in a store of its own: this module's other tests
-    count the runs of theirs.)"""
-    assert ran_and_skipped(executions["first_repro"])[0] == set(STAGES)
+    """On a fresh project `dvc repro` runs every stage; once they ran and were committed
+    it runs none; a change to the classifier reruns it and what follows (as DVC's own
+    processes), nothing before it. (On a copy of the project as the stages left it,
+    tracked in a store of its own: this module's other tests count the runs of theirs.)"""
+    assert executions["stale_at_first"] == set(STAGES)
     project = executions["repro_copy"]
-    env = {"PUCL_ROOT": str(project), "MLFLOW_TRACKING_URI": new_store(tmp_path / "m.db")}
+    # tracking on: test_unreachable_tracking_server_... turns it off for this process
+    env = {"PUCL_ROOT": str(project), "MLFLOW_TRACKING_URI": new_store(tmp_path / "m.db"),
+           "PUCL_TRACKING": "on"}
     metrics_first = read_metrics(project)
     status = run([sys.executable, "-m", "dvc", "status", "--json"], project, env=env)
     assert status.stdout.strip() in ("{}", "")
@@ -327,3 +338,14 @@ def test_repro_is_idempotent_and_selective(executions, tmp_path):
     assert ran == {"train_classifier", "evaluate"}
     assert skipped == set(STAGES) - ran
     assert read_metrics(project) != metrics_first  # the rerun wrote its own metrics
+    # the two stage processes of that one `dvc repro` share one parent run, which its
+    # first stage opened and its last closed
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    (parent,) = runs(client, "tags.kind = 'pipeline' and tags.entry = 'dvc'")
+    assert parent.info.status == "FINISHED"
+    assert parent.data.metrics["accuracy"] == read_metrics(project)["accuracy"]
+    stage_runs = children(client, parent.info.run_id)
+    assert [r.info.run_name for r in stage_runs] == ["train_classifier", "evaluate"]
+    for r in stage_runs:
+        assert r.info.status == "FINISHED" and r.data.tags["kind"] == "stage"
+        assert len(r.data.tags["dvc_lock"]) == 16

@@ -131,3 +131,31 @@ def test_a_runs_work_sums_its_stages_and_counts_a_cached_encoder_at_its_own():
     older = rolled({"train_gmac": float("nan"), "reused": 1.0, "work_gmac": 0.1})
     assert math.isnan(work_per_seed(older))  # a cache entry without its work
     assert math.isnan(work_per_seed({"accuracy": 0.9}))  # recorded before work was counted
+
+
+def test_models_logged_from_two_threads_at_once_all_land_and_leave_counting_on(
+        tracking_uri, tmp_path):
+    """torch.export keeps a process-wide "compiling" flag and restores it without a lock:
+    two pipelines in threads of one process, each logging its model, used to fail an
+    export and could leave the flag set, after which nothing was counted (and optimiser
+    steps took their traced path). pucl exports one model at a time."""
+    from pucl import tracking
+
+    ids, barrier = [], threading.Barrier(2)
+    example = torch.zeros(2, 1, 28, 28).numpy()
+
+    def log_one(i: int) -> None:
+        with tracking.tracked_run(f"export-{i}", "pucl", tracking_uri, tmp_path) as run:
+            barrier.wait()  # the two exports start together
+            ids.append(run.log_pytorch_model(LeNet5((1, 28, 28)).eval(), "model", example))
+
+    threads = [threading.Thread(target=log_one, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(ids) == 2 and None not in ids  # both exports landed
+    assert not torch.compiler.is_compiling()
+    with work.counting() as tally, torch.no_grad():
+        LeNet5((1, 28, 28)).eval()(torch.zeros(1, 1, 28, 28))
+    assert tally.macs == LENET5_MACS

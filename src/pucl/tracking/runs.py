@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,6 +15,12 @@ from typing import Any
 
 PARENT_RUN_ENV = "PUCL_PARENT_RUN_ID"
 TRACKING_ENV = "PUCL_TRACKING"  # "off": no MLflow at all (set once the store failed)
+
+# torch.export sets a process-wide "compiling" flag and restores the value it found, with
+# no lock: two exports at once (pipelines in threads of one process) fail, and can leave
+# the flag set for good, after which every optimiser step takes its traced path (other
+# numbers) and no work is counted. One export at a time in a process.
+EXPORT_LOCK = threading.Lock()
 
 
 def warn(message: str) -> None:
@@ -121,19 +128,22 @@ class Run:
 
             with torch.no_grad():
                 output = module(torch.as_tensor(example_input)).numpy()
-            # log_model resolves its store from the global URI: point it at ours.
-            mlflow.set_tracking_uri(self.uri)
-            # pt2 (torch.export): loading needs torch only, not pucl, and runs no pickled code
-            info = mlflow.pytorch.log_model(
-                module, name=name, run_id=self.run_id, serialization_format="pt2",
-                input_example=example_input, signature=infer_signature(example_input, output),
-                # explicit requirements: inferring them reloads the model in a subprocess
-                pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
-                # MLflow's serving check reloads the model through pyfunc (about a second a
-                # stage process) and only warns; tests check that the logged model gives the
-                # stage's own scores, a stricter check
-                validate_serving_input=False,
-            )
+            with EXPORT_LOCK:  # the global URI below too
+                # log_model resolves its store from the global URI: point it at ours.
+                mlflow.set_tracking_uri(self.uri)
+                # pt2 (torch.export): loading needs torch only, not pucl, and runs no
+                # pickled code
+                info = mlflow.pytorch.log_model(
+                    module, name=name, run_id=self.run_id, serialization_format="pt2",
+                    input_example=example_input,
+                    signature=infer_signature(example_input, output),
+                    # explicit requirements: inferring them reloads the model in a subprocess
+                    pip_requirements=[f"torch=={torch.__version__.split('+')[0]}"],
+                    # MLflow's serving check reloads the model through pyfunc (about a
+                    # second a stage process) and only warns; tests check that the logged
+                    # model gives the stage's own scores, a stricter check
+                    validate_serving_input=False,
+                )
         except Exception as exc:
             warn(f"MLflow log model failed ({first_line(exc)}); continuing")
             return None
