@@ -134,6 +134,9 @@ def test_one_parent_and_one_run_per_stage_per_execution(flows_env, executions):
     evaluate = by_name["evaluate"]
     assert evaluate.data.metrics["accuracy"] == parent.data.metrics["accuracy"]
     assert evaluate.data.tags["model_id"]
+    # the stages of `executions` ran before the project had a dvc.lock: they say so
+    unlocked = runs(client, "tags.kind = 'stage' and tags.dvc_lock = 'none'")
+    assert sorted(r.info.run_name for r in unlocked) == sorted(STAGES)
 
 
 def test_logged_classifier_reproduces_the_stage_outputs(flows_env, executions):
