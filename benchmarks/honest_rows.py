@@ -2,7 +2,7 @@
 (P and U alone) on some seeds, then reported on seeds that took no part in the choice.
 
     OMP_WAIT_POLICY=PASSIVE python benchmarks/honest_rows.py --preset fmnist-i
-        [--choose 0 1 2] [--report 3 4 5 6 7] [--variants NAME ...] [--set KEY=VALUE ...]
+        [--choose 0 1 2] [--report [3 4 5 6 7]] [--variants NAME ...] [--set KEY=VALUE ...]
         [--report-set KEY=VALUE ...] [--out reports/fmnist/honest.csv] [--cache DIR]
 
 1. Every candidate variant (the preset's, or --variants; never one given the true
@@ -220,11 +220,14 @@ def headline(group: pd.DataFrame, report: pd.DataFrame) -> dict:
                                       ["commit"].astype(str).unique()))}
 
 
-def main() -> None:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", required=True)
     parser.add_argument("--choose", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--report", type=int, nargs="+", default=[3, 4, 5, 6, 7])
+    # a probe of a candidate on one choosing seed stops there: `--report` alone
+    parser.add_argument("--report", type=int, nargs="*", default=[3, 4, 5, 6, 7],
+                        help="the seeds the chosen variant is reported on (default 3-7; "
+                             "none: choose and stop)")
     parser.add_argument("--variants", nargs="+", default=None,
                         help="candidates (default: the preset's; 'default' is its default)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
@@ -238,10 +241,15 @@ def main() -> None:
     parser.add_argument("--refit", action=argparse.BooleanOptionalAction, default=True,
                         help="train the reported model on the validation part too "
                              "(default; --no-refit: hold it out as the choice did)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if overlap := set(args.choose) & set(args.report):
         parser.error(f"--choose and --report share seeds {sorted(overlap)}: a reported seed "
                      "must take no part in the choice")
+    return args
+
+
+def main() -> None:
+    args = arguments()
     commit = current_commit()
     settings, reported = " ".join(args.set) or "default", " ".join(args.report_set)
     extra, report_extra = ({key: yaml.safe_load(value) for key, value in

@@ -201,3 +201,12 @@ def test_rows_written_before_report_overrides_read_as_none(honest):
     assert honest.measured(rows, "p", "a", "default", 3, refit=True)
     assert not honest.measured(rows, "p", "a", "default", 3, True, "classifier.shipped=refit")
     assert list(honest.summarise(rows)["report_settings"]) == [""]
+
+
+def test_report_alone_chooses_and_stops_and_a_reported_seed_cannot_choose(honest):
+    """A probe of a candidate on one choosing seed reports nothing (`--report` alone), so a
+    one-seed tie-leader is not taken on to an hour of reported seeds."""
+    assert honest.arguments(["--preset", "p", "--choose", "0", "--report"]).report == []
+    assert honest.arguments(["--preset", "p"]).report == [3, 4, 5, 6, 7]
+    with pytest.raises(SystemExit):
+        honest.arguments(["--preset", "p", "--choose", "0", "3", "--report", "3"])
