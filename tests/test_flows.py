@@ -91,10 +91,9 @@ def test_pipeline_flow_gives_the_metrics_of_dvc_repro(flows_env, executions):
 def test_one_parent_and_one_run_per_stage_per_execution(flows_env, executions):
     """The flow's parent run and its stages' runs (those of `dvc repro`, each stage a
     process of its own, share one parent too: test_repro_is_idempotent_and_selective)."""
-    entry = "prefect"
     client = flows_env["client"]
     params = yaml.safe_load((flows_env["root"] / "params.yaml").read_text())
-    parents = runs(client, f"tags.kind = 'pipeline' and tags.entry = '{entry}'")
+    parents = runs(client, "tags.kind = 'pipeline' and tags.entry = 'prefect'")
     assert len(parents) == 1
     parent = parents[0]
     assert parent.info.status == "FINISHED"
