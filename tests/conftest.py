@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -207,7 +208,8 @@ def pytest_configure(config):
     commands they start report to it instead of starting a server each (10 s apiece).
     It starts in the background while the workers start and collect; each waits for it
     before its first test (`pytest_collection_finish`). Tests of pucl's own server start
-    remove PREFECT_API_URL (test_server_reaper)."""
+    remove PREFECT_API_URL (test_server_reaper), and start it on a copy of this server's
+    database as it stood when it first answered (`migrated_prefect_home`)."""
     if hasattr(config, "workerinput"):
         return  # an xdist worker: the controller's server, through the environment
     import socket
@@ -218,6 +220,9 @@ def pytest_configure(config):
         port = probe.getsockname()[1]
     # before Prefect is imported, so that this process's own settings name it too
     os.environ["PREFECT_API_URL"] = f"http://127.0.0.1:{port}/api"
+    # named now, written once the server has built its tables: the workers inherit the name
+    template = Path(tempfile.mkdtemp(prefix="pucl-tests-prefect-db-")) / "migrated.db"
+    os.environ[PREFECT_DB_TEMPLATE_ENV] = str(template)
     started: dict = {}
 
     def start() -> None:
@@ -226,17 +231,44 @@ def pytest_configure(config):
 
         from pucl.flows._reaper import watch
 
-        db = Path(tempfile.mkdtemp(prefix="pucl-tests-prefect-db-")) / "prefect.db"
+        db = template.with_name("prefect.db")
         # the database for this server only: servers that tests start get their own
         with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL:
                                  f"sqlite+aiosqlite:///{db}"}):
             started["server"] = SubprocessASGIServer(port=port)
             started["server"].start(timeout=SERVER_STARTUP_TIMEOUT_S)
         started["reaper"] = watch(started["server"].server_process.pid)  # gone with pytest
+        # its tables before any test wrote to them (sqlite's online backup: the server has
+        # the file open), renamed into place whole
+        partial = template.with_suffix(".partial")
+        with sqlite3.connect(db) as source, sqlite3.connect(partial) as copy:
+            source.backup(copy)
+        partial.replace(template)
 
     thread = threading.Thread(target=start, name="prefect-server", daemon=True)
     thread.start()
     config.pucl_prefect = (thread, started)
+
+
+PREFECT_DB_TEMPLATE_ENV = "PUCL_TESTS_PREFECT_DB"
+
+
+def migrated_prefect_home(home: Path) -> Path:
+    """`home` as a PREFECT_HOME whose database already has its tables. A server on a new
+    database first runs Prefect's migrations, about 17 s of CPU (28 s to start instead of
+    11 on the slower 2-core machines); the tests of a command's own server start test the
+    start, not the migrations, so they begin from a copy of the session server's tables."""
+    import time
+
+    template = Path(os.environ[PREFECT_DB_TEMPLATE_ENV])
+    deadline = time.monotonic() + SERVER_STARTUP_TIMEOUT_S
+    while not template.exists():  # written just after the session server first answered
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no migrated Prefect database at {template}")
+        time.sleep(0.2)
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(template, home / "prefect.db")
+    return home
 
 
 def pytest_collection_finish(session):

@@ -327,10 +327,8 @@ def test_repro_is_idempotent_and_selective(executions, tmp_path):
     env = {"PUCL_ROOT": str(project), "MLFLOW_TRACKING_URI": new_store(tmp_path / "m.db"),
            "PUCL_TRACKING": "on"}
     metrics_first = read_metrics(project)
-    status = run([sys.executable, "-m", "dvc", "status", "--json"], project, env=env)
-    assert status.stdout.strip() in ("{}", "")
     again = run([sys.executable, "-m", "dvc", "repro"], project, env=env)
-    assert ran_and_skipped(again.stdout)[0] == set()
+    assert ran_and_skipped(again.stdout) == (set(), set(STAGES))
 
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["classifier"]["epochs"] += 1

@@ -31,7 +31,7 @@ from tests.conftest import (
     python_path,
     tiny_params,
 )
-from tests.helpers import dvc
+from tests.helpers import dvc, pucl_cli
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -252,14 +252,13 @@ def test_6_predict_scores_new_inputs_with_the_champion(cycle, tmp_path):
     root = cycle["root"]
     rows = np.load(root / "arriving.npz")["x"][:50]
     np.savez(tmp_path / "new.npz", x=rows)
-    # a process that needs no project data: another directory, only the store and a model
+    # no project data needed: another directory, only the store and a model (in this
+    # process; a fresh process loads the model in MLflow's own command line below)
     outside = tmp_path / "elsewhere"
     outside.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PUCL_ROOT", "MLFLOW_TRACKING_URI")}
-    result = subprocess.run(
-        [sys.executable, "-m", "pucl.cli", "predict", str(tmp_path / "new.npz"), "--out",
-         "scores.parquet", "--model", f"{MODEL}@champion", "--tracking-uri", cycle["uri"]],
-        cwd=outside, env=env, capture_output=True, text=True)
+    result = pucl_cli(outside, "predict", str(tmp_path / "new.npz"), "--out", "scores.parquet",
+                      "--model", f"{MODEL}@champion", "--tracking-uri", cycle["uri"],
+                      env={"PUCL_ROOT": None, "MLFLOW_TRACKING_URI": None})
     assert result.returncode == 0, result.stderr
     scores = pd.read_parquet(outside / "scores.parquet")
     assert list(scores.columns) == ["id", "score", "label"] and len(scores) == 50
@@ -278,7 +277,8 @@ def test_6_predict_scores_new_inputs_with_the_champion(cycle, tmp_path):
         [sys.executable, "-m", "mlflow", "models", "predict", "-m",
          f"models:/{MODEL}@champion", "-i", str(tmp_path / "input.json"), "-t", "json",
          "--env-manager", "local", "-o", str(tmp_path / "out.json")],
-        env={**env, "MLFLOW_TRACKING_URI": cycle["uri"]}, capture_output=True, text=True)
+        env={**os.environ, "MLFLOW_TRACKING_URI": cycle["uri"]}, cwd=outside,
+        capture_output=True, text=True)
     assert served_cli.returncode == 0, served_cli.stderr
     predictions = json.loads((tmp_path / "out.json").read_text())["predictions"]
     np.testing.assert_allclose(predictions, scores["score"].to_numpy()[:5], atol=1e-5)

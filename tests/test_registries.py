@@ -243,15 +243,17 @@ def test_every_encoder_maps_a_batch_to_out_dim_features_that_depend_on_each_imag
 
 
 def test_pucl_methods_lists_every_registered_name_with_its_settings_section():
-    out = subprocess.run([sys.executable, "-m", "pucl.cli", "methods"], capture_output=True,
-                         text=True, check=True).stdout
-    for names in pucl.list_methods().values():
-        for name in names:
-            assert name in out
-    assert "km" in out and "kmeans" in out  # where km1/km2 and pu_kmeans/auto read settings
+    """In this process (a command's own start is test_cli's)."""
     from typer.testing import CliRunner
 
     from pucl.cli import app
 
-    only = CliRunner().invoke(app, ["methods", "km*"]).stdout  # the pattern, in this process
+    shown = CliRunner().invoke(app, ["methods"])
+    assert shown.exit_code == 0, shown.stderr
+    for names in pucl.list_methods().values():
+        for name in names:
+            assert name in shown.stdout
+    # where km1/km2 and pu_kmeans/auto read their settings
+    assert "km" in shown.stdout and "kmeans" in shown.stdout
+    only = CliRunner().invoke(app, ["methods", "km*"]).stdout  # a pattern
     assert "km2" in only and "pu_kmeans" not in only and "contrastive loss" not in only

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import migrated_prefect_home
+
 # Enters prefect_api() the way every pucl command does, says it is ready, then waits.
 COMMAND = """
 import time
@@ -58,7 +60,7 @@ def command(tmp_path):
     too short on a busy machine, so pucl waits longer: with Prefect's set to 1 s, which no
     start meets, the server still starts (one server start checks both)."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    env["PREFECT_HOME"] = str(migrated_prefect_home(tmp_path / "prefect"))
     env["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "1"
     proc = subprocess.Popen([sys.executable, "-c", COMMAND], stdout=subprocess.PIPE,
                             env=env, text=True)
@@ -201,7 +203,7 @@ def test_the_server_of_pucl_serve_schedules_runs(tmp_path):
     created a run (pucl serve retrained nothing; seen on 2026-11-27, 0 runs in 20 s). The
     server pucl serve starts schedules them: runs appear for an every-5-s deployment."""
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env["PREFECT_HOME"] = str(tmp_path / "prefect")
+    env["PREFECT_HOME"] = str(migrated_prefect_home(tmp_path / "prefect"))
     script = tmp_path / "scheduled.py"  # a file: Prefect deploys no flow typed in with -c
     script.write_text(SCHEDULED)
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
@@ -223,7 +225,8 @@ def test_ctrl_c_stops_pucl_serve_and_its_server(tmp_path, when):
 
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params(), sort_keys=False))
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PUCL_ROOT=str(tmp_path))
+    env.update(PREFECT_HOME=str(migrated_prefect_home(tmp_path / "prefect")),
+               PUCL_ROOT=str(tmp_path))
     cron = "* * * * *" if when == "in a pass" else "0 2 * * *"
     proc = subprocess.Popen([sys.executable, "-m", "pucl.cli", "serve", "--cron", cron],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,

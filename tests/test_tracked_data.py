@@ -4,8 +4,6 @@ reading, and relative paths typed on the command line."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +15,8 @@ from pucl.errors import DataError, PuclError
 from pucl.flows.retrain import fingerprint, params_digest, should_promote
 from pucl.params.config import Params, anchor_paths
 from pucl.production import datastore, serving
-from tests.conftest import make_project, python_path
+from tests.conftest import make_project
+from tests.helpers import pucl_cli
 
 
 def images(n: int, seed: int) -> np.ndarray:
@@ -192,12 +191,12 @@ def test_pucl_check_finds_a_relative_data_path_from_a_subdirectory(tmp_path):
     x = rng.integers(0, 256, (60, 1, 28, 28), dtype=np.uint8)
     np.savez(sub / "mine.npz", x=x, pu=(np.arange(60) < 10).astype(int),
              y=np.r_[np.ones(10), rng.integers(0, 2, 50)].astype(int))
-    env = {"PATH": python_path(), "HOME": str(tmp_path), "PUCL_TRACKING": "off"}
-    result = subprocess.run(
-        [sys.executable, "-m", "pucl.cli", "check", "--set", "split.val_fraction=0",
-         "--set", "data.dataset=npz", "--set",
-         "data.task=given", "--set", "data.path=mine.npz"],
-        cwd=sub, env=env, capture_output=True, text=True)
+    # in this process (the command's own start is test_cli's): the project is found from
+    # the working directory alone
+    env = {"PUCL_ROOT": None, "HOME": str(tmp_path), "PUCL_TRACKING": "off"}
+    result = pucl_cli(sub, "check", "--set", "split.val_fraction=0", "--set",
+                      "data.dataset=npz", "--set", "data.task=given", "--set",
+                      "data.path=mine.npz", env=env)
     assert result.returncode == 0, result.stderr
 
 
