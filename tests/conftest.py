@@ -25,6 +25,14 @@ quiet_defaults()  # libraries' telemetry off, passive OpenMP threads
 # servers that tests of pucl's own server start keep their database there.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="pucl-tests-prefect-"))
 PARALLEL = "PYTEST_XDIST_WORKER" in os.environ
+if PARALLEL:
+    # One BLAS and OpenMP thread per worker, and per command a test starts: the workers
+    # already fill the cores, and two threads per worker cost CPU time waiting on each other
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # the libraries loaded before this file
 
 # Small but real settings: every stage runs its true code path in seconds.
 TINY_PARAMS = {
@@ -183,17 +191,15 @@ def project(tmp_path, tracking_uri, monkeypatch) -> Path:
 
 # Parallel workers take whole test files in collection order (the Makefile turns off
 # xdist's own reordering, by number of tests): the longest files first, so that no worker
-# is left with one long file when the others are done. Longest first, by --durations (on
-# the AVX2-only kind, 2026-12-07).
-SLOWEST_FIRST = ("test_estimators.py", "test_km2.py",  # PREFECT_FREE: while the server starts
-                 "test_flows.py", "test_sweep_flows.py", "test_production.py",
-                 "test_other_methods.py", "test_production_pu.py", "test_finetune.py",
-                 "test_server_reaper.py", "test_registries.py", "test_resume.py",
-                 "test_cli.py", "test_tabular_floor.py", "test_stages.py", "test_faults.py",
-                 "test_orphans.py", "test_device_path.py", "test_tabular_benchmark.py",
-                 "test_members.py", "test_own_data.py", "test_one_recipe.py",
-                 "test_paired.py", "test_crossfit.py", "test_bad_inputs.py",
-                 "test_prior_heldout.py", "test_promotion.py", "test_dvc_yaml.py")
+# is left with one long file when the others are done. Longest first, by --durations.
+SLOWEST_FIRST = ("test_flows.py", "test_sweep_flows.py", "test_server_reaper.py",
+                 "test_production.py", "test_cli.py", "test_production_pu.py",
+                 "test_finetune.py", "test_other_methods.py", "test_stages.py",
+                 "test_faults.py", "test_estimators.py", "test_registries.py",
+                 "test_resume.py", "test_members.py", "test_km2.py", "test_orphans.py",
+                 "test_one_recipe.py", "test_device_path.py", "test_own_data.py",
+                 "test_tabular_benchmark.py", "test_crossfit.py", "test_safe_loading.py",
+                 "test_tabular_floor.py", "test_paired.py")
 
 
 def pytest_collection_modifyitems(items):
@@ -208,10 +214,8 @@ def pytest_configure(config):
     that starts the others (xdist's controller, or the only process): its URL reaches the
     workers through the environment they inherit, so flows in tests and in the `pucl`
     commands they start report to it instead of starting a server each (10 s apiece).
-    It starts in the background while the workers start and collect (about 28 s on the
-    slower 2-core machines, twice a worker's collection): the modules that never reach
-    Prefect run meanwhile, and every other test waits for it (`prefect_server_answers`),
-    so those modules go out first (SLOWEST_FIRST). Tests of pucl's own server start
+    It starts in the background while the workers start and collect; each waits for it
+    before its first test (`pytest_collection_finish`). Tests of pucl's own server start
     remove PREFECT_API_URL (test_server_reaper), and start it on a copy of this server's
     database as it stood when it first answered (`migrated_prefect_home`)."""
     if hasattr(config, "workerinput"):
@@ -275,16 +279,8 @@ def migrated_prefect_home(home: Path) -> Path:
     return home
 
 
-_SERVER_ANSWERED: list[bool] = []  # once per test process
-
-
-@pytest.fixture(autouse=True)
-def prefect_server_answers(request):
-    """Every test waits for the session's Prefect server (pytest_configure) to answer,
-    except those of a module that says `PREFECT_FREE = True`: nothing it runs talks to
-    Prefect, so it runs while the server starts."""
-    if _SERVER_ANSWERED or getattr(request.module, "PREFECT_FREE", False):
-        return
+def pytest_collection_finish(session):
+    """Wait for the session's Prefect server (started in pytest_configure) to answer."""
     import time
     import urllib.request
 
@@ -292,12 +288,11 @@ def prefect_server_answers(request):
     while True:
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=5):
-                _SERVER_ANSWERED.append(True)
                 return
         except OSError:
             if time.monotonic() > deadline:
-                pytest.exit(f"the tests' Prefect server at {url} never answered "
-                            f"({SERVER_STARTUP_TIMEOUT_S} s)", returncode=3)
+                raise pytest.UsageError(f"the tests' Prefect server at {url} never answered "
+                                        f"({SERVER_STARTUP_TIMEOUT_S} s)") from None
             time.sleep(0.2)
 
 

@@ -27,8 +27,6 @@ from pucl import (
     TEDn,
 )
 
-PREFECT_FREE = True  # runs while the tests' Prefect server starts (tests/conftest.py)
-
 # scikit-learn's checks fit on as few as 7 rows a side, below the held-out estimators'
 # minimum of 10 (the default prior, tedn, refuses them; test_prior_heldout): KM2 here.
 # No fine-tuning: an encoder pretrained 1 epoch, then fine-tuned with half of the checks'

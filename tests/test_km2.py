@@ -10,8 +10,6 @@ from pucl.prior import estimate_prior, prepare_features
 from pucl.prior.km2 import DistanceCurve
 from pucl.prior.qp import nearest_in_hull, nearest_in_hull_lowrank
 
-PREFECT_FREE = True  # runs while the tests' Prefect server starts (tests/conftest.py)
-
 GRID = [round(0.1 * 10 ** (k / 8), 4) for k in range(17)]
 
 

@@ -17,8 +17,6 @@ import numpy as np
 
 from pucl import PUClassifier
 
-PREFECT_FREE = True  # runs while the tests' Prefect server starts (tests/conftest.py)
-
 FLOOR = 0.91
 
 
