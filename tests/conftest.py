@@ -25,6 +25,8 @@ quiet_defaults()  # libraries' telemetry off, passive OpenMP threads
 # servers that tests of pucl's own server start keep their database there.
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="pucl-tests-prefect-"))
 PARALLEL = "PYTEST_XDIST_WORKER" in os.environ
+# where the session's Prefect server leaves a copy of its new tables (`migrated_prefect_home`)
+PREFECT_DB_TEMPLATE_ENV = "PUCL_TESTS_PREFECT_DB"
 if PARALLEL:
     # One BLAS and OpenMP thread per worker, and per command a test starts: the workers
     # already fill the cores, and two threads per worker cost CPU time waiting on each other
@@ -256,9 +258,6 @@ def pytest_configure(config):
     thread = threading.Thread(target=start, name="prefect-server", daemon=True)
     thread.start()
     config.pucl_prefect = (thread, started)
-
-
-PREFECT_DB_TEMPLATE_ENV = "PUCL_TESTS_PREFECT_DB"
 
 
 def migrated_prefect_home(home: Path) -> Path:
