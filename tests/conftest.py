@@ -236,18 +236,12 @@ def pytest_configure(config):
     started: dict = {}
 
     def start() -> None:
-        from prefect.server.api.server import SubprocessASGIServer
-        from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL, temporary_settings
-
         from pucl.flows._reaper import watch
 
         db = template.with_name("prefect.db")
-        # the database for this server only: servers that tests start get their own
-        with temporary_settings({PREFECT_SERVER_DATABASE_CONNECTION_URL:
-                                 f"sqlite+aiosqlite:///{db}"}):
-            started["server"] = SubprocessASGIServer(port=port)
-            started["server"].start(timeout=SERVER_STARTUP_TIMEOUT_S)
-        started["reaper"] = watch(started["server"].server_process.pid)  # gone with pytest
+        started["server"] = server = ephemeral_prefect_server(port, db)
+        started["reaper"] = watch(server.pid)  # gone with pytest
+        wait_for_prefect(os.environ["PREFECT_API_URL"])
         # its tables before any test wrote to them (sqlite's online backup: the server has
         # the file open), renamed into place whole
         partial = template.with_suffix(".partial")
@@ -258,6 +252,24 @@ def pytest_configure(config):
     thread = threading.Thread(target=start, name="prefect-server", daemon=True)
     thread.start()
     config.pucl_prefect = (thread, started)
+
+
+def ephemeral_prefect_server(port: int, db: Path) -> subprocess.Popen:
+    """Prefect's temporary API server (the one `prefect.server.api.server.
+    SubprocessASGIServer` starts: uvicorn on Prefect's app factory, no UI, no services) on
+    `port` and the sqlite database `db`. Started directly: importing Prefect's server
+    module only to start it cost this process about 5 s of CPU while the workers collect."""
+    import importlib.util
+
+    prefect_dir = Path(importlib.util.find_spec("prefect").origin).parent
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+           "PREFECT__SERVER_FINAL": "1",
+           # the database for this server only: servers that tests start get their own
+           "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{db}"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect_dir.parent), "--factory",
+         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
+         "--log-level", "error", "--lifespan", "on"], env=env)
 
 
 def migrated_prefect_home(home: Path) -> Path:
@@ -278,12 +290,12 @@ def migrated_prefect_home(home: Path) -> Path:
     return home
 
 
-def pytest_collection_finish(session):
-    """Wait for the session's Prefect server (started in pytest_configure) to answer."""
+def wait_for_prefect(url: str) -> None:
+    """Until the Prefect API at `url` answers its health check."""
     import time
     import urllib.request
 
-    url, deadline = os.environ["PREFECT_API_URL"], time.monotonic() + SERVER_STARTUP_TIMEOUT_S
+    deadline = time.monotonic() + SERVER_STARTUP_TIMEOUT_S
     while True:
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=5):
@@ -295,6 +307,11 @@ def pytest_collection_finish(session):
             time.sleep(0.2)
 
 
+def pytest_collection_finish(session):
+    """Wait for the session's Prefect server (started in pytest_configure) to answer."""
+    wait_for_prefect(os.environ["PREFECT_API_URL"])
+
+
 def pytest_unconfigure(config):
     thread, started = getattr(config, "pucl_prefect", (None, {}))
     if thread is None:
@@ -304,7 +321,12 @@ def pytest_unconfigure(config):
         started["reaper"].kill()
         started["reaper"].wait()
     if "server" in started:
-        started["server"].stop()
+        started["server"].terminate()
+        try:
+            started["server"].wait(10)
+        except subprocess.TimeoutExpired:
+            started["server"].kill()
+            started["server"].wait()
 
 
 @pytest.fixture(scope="module")
