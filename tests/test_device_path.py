@@ -290,3 +290,29 @@ def test_neighbour_smoothing_scores_on_the_device_as_on_the_cpu():
     np.testing.assert_allclose(head.positive_score(rows, "cuda"), head.positive_score(rows),
                                rtol=1e-5, atol=1e-6)
     assert head.bank.device.type == "cpu"
+
+
+def test_base_threads_sizes_every_thread_pool(monkeypatch):
+    """`base.threads` holds for torch and for the BLAS and OpenMP pools of numpy, scipy and
+    faiss, loaded before the stage (resized) or after it (their variables): not only for
+    torch, as before, when each BLAS pool kept one thread per core of the machine."""
+    import faiss
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from pucl.runtime.device import THREAD_VARIABLES, limit_threads
+
+    for name in THREAD_VARIABLES:
+        monkeypatch.setenv(name, "3")  # restored after the test, as the pools below
+    torch_threads = torch.get_num_threads()
+    try:
+        with threadpool_limits(2):  # every pool loaded so far, as on a 2-core machine
+            configure(0, "cpu", 1)
+            pools = {(p["internal_api"], p["filepath"]): p["num_threads"]
+                     for p in threadpool_info()}
+            assert any(api == "openblas" for api, _ in pools), pools  # numpy's, at least
+            assert set(pools.values()) == {1}, pools
+            assert faiss.omp_get_max_threads() == 1
+            assert torch.get_num_threads() == 1
+            assert {os.environ[name] for name in THREAD_VARIABLES} == {"1"}
+    finally:
+        torch.set_num_threads(torch_threads)

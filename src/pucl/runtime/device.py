@@ -10,6 +10,9 @@ import torch
 
 from pucl.errors import ParamsError
 
+# the thread counts that BLAS and OpenMP runtimes read when they load
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
 
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
@@ -22,13 +25,27 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def limit_threads(threads: int) -> None:
+    """`threads` for every thread pool a stage computes on: torch's, and the BLAS and
+    OpenMP pools of numpy, scipy and faiss, loaded now (threadpoolctl) or later (their
+    variables, read when a library loads). Left alone, each BLAS library sizes its pool by
+    the machine's cores: the points of a sweep that run side by side, each given its share
+    of the cores in base.threads, would each still start a BLAS thread per core."""
+    from threadpoolctl import threadpool_limits
+
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
+    threadpool_limits(threads)
+    torch.set_num_threads(threads)
+
+
 def configure(seed: int, device: str, threads: int,
               deterministic_torch: bool = True) -> torch.device:
     """Seed every generator, fix thread counts, and on CUDA ask torch for deterministic
     kernels. On the CPU the kernels used here are deterministic already (the tests compare
     reruns byte for byte), and the call would cost ~2.5 s of torch._inductor imports in
     every stage process."""
-    torch.set_num_threads(threads)
+    limit_threads(threads)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
