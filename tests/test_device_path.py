@@ -299,7 +299,7 @@ def test_base_threads_sizes_every_thread_pool(monkeypatch):
     import faiss
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from pucl.runtime.device import THREAD_VARIABLES, limit_threads
+    from pucl.runtime.device import THREAD_VARIABLES
 
     for name in THREAD_VARIABLES:
         monkeypatch.setenv(name, "3")  # restored after the test, as the pools below
