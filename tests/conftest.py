@@ -241,7 +241,7 @@ def pytest_configure(config):
         db = template.with_name("prefect.db")
         started["server"] = server = ephemeral_prefect_server(port, db)
         started["reaper"] = watch(server.pid)  # gone with pytest
-        wait_for_prefect(os.environ["PREFECT_API_URL"])
+        wait_for_prefect(os.environ["PREFECT_API_URL"], server)
         # its tables before any test wrote to them (sqlite's online backup: the server has
         # the file open), renamed into place whole
         partial = template.with_suffix(".partial")
@@ -290,8 +290,9 @@ def migrated_prefect_home(home: Path) -> Path:
     return home
 
 
-def wait_for_prefect(url: str) -> None:
-    """Until the Prefect API at `url` answers its health check."""
+def wait_for_prefect(url: str, server: subprocess.Popen | None = None) -> None:
+    """Until the Prefect API at `url` answers its health check; at once if `server`, the
+    process that should answer, has ended."""
     import time
     import urllib.request
 
@@ -301,6 +302,9 @@ def wait_for_prefect(url: str) -> None:
             with urllib.request.urlopen(f"{url}/health", timeout=5):
                 return
         except OSError:
+            if server is not None and server.poll() is not None:
+                raise pytest.UsageError(f"the tests' Prefect server for {url} exited with "
+                                        f"code {server.returncode} before it answered") from None
             if time.monotonic() > deadline:
                 raise pytest.UsageError(f"the tests' Prefect server at {url} never answered "
                                         f"({SERVER_STARTUP_TIMEOUT_S} s)") from None
