@@ -250,3 +250,23 @@ def test_ctrl_c_stops_pucl_serve_and_its_server(tmp_path, when):
         for pid in tree:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_server_that_exits_before_it_answers_is_tried_on_other_ports_then_named():
+    """A temporary server that ends before it answers (its port taken between the probe
+    and its start, or a broken install) is started again on another port, and after three
+    tries the command stops in one line that says so, not after the 120 s wait."""
+    from pucl.errors import PuclError
+    from pucl.flows._server import _start_local_server
+
+    ports = []
+
+    def command(port: int) -> list[str]:
+        ports.append(port)
+        return [sys.executable, "-c", "raise SystemExit(3)"]
+
+    started = time.monotonic()
+    with pytest.raises(PuclError, match=r"^the test server exited \(code 3\) before it "
+                                        r"answered, 3 times \(set PREFECT_API_URL"):
+        _start_local_server(command, "the test server")
+    assert len(ports) == 3 and time.monotonic() - started < 60

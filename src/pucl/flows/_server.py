@@ -111,49 +111,88 @@ def _startup_timeout() -> float:
 
 
 def _ephemeral_server() -> tuple[str, int, Callable[[], None]]:
-    from prefect.server.api.server import SubprocessASGIServer
+    """Prefect's temporary API server, as `prefect.server.api.server.SubprocessASGIServer`
+    runs it (uvicorn on Prefect's app factory; no UI, no services), once it answers.
+    Started here rather than through that class: importing its module only to start a
+    process cost every command about 5 s of CPU on a 2-core machine."""
+    import sys
+    from pathlib import Path
 
-    server = SubprocessASGIServer()  # the instance Prefect's ephemeral client would use
-    server.start(timeout=_startup_timeout())
-    return server.api_url, server.server_process.pid, server.stop
+    import prefect
+    from prefect.settings import get_current_settings
+
+    app_dir = str(Path(prefect.__file__).parent.parent)
+    return _start_local_server(
+        lambda port: [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory",
+                      "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+                      "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+        "the temporary Prefect server",
+        {**get_current_settings().to_environment_variables(exclude_unset=True),
+         "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+         "PREFECT__SERVER_FINAL": "1"})
 
 
 def _whole_server() -> tuple[str, int, Callable[[], None]]:
     """`prefect server start` on a free local port, with its services (no UI, no
     analytics), once it answers."""
-    import socket
-    import subprocess
     import sys
-    import time
-    import urllib.request
+
+    return _start_local_server(
+        lambda port: [sys.executable, "-m", "prefect", "server", "start", "--host",
+                      "127.0.0.1", "--port", str(port), "--no-ui", "--analytics-off",
+                      "--log-level", "ERROR"],
+        "the Prefect server for the schedule")
+
+
+def _free_port() -> int:
+    import socket
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port), "--no-ui", "--analytics-off", "--log-level", "ERROR"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        # out of the terminal's group: Ctrl-C stops pucl serve first, then pucl stops the
-        # server (stopped together, serve hung for good cancelling calls to a dead server)
-        start_new_session=True)
-    url = f"http://127.0.0.1:{port}/api"
+        return probe.getsockname()[1]
 
-    def stop() -> None:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
-    deadline = time.monotonic() + _startup_timeout()
-    while time.monotonic() < deadline and server.poll() is None:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2).close()
-            return url, server.pid, stop
-        except OSError:
-            time.sleep(0.5)
-    stop()
-    raise PuclError(f"the Prefect server for the schedule did not answer on {url} within "
-                    f"{_startup_timeout():g} s (set PREFECT_API_URL to a running server)")
+def _start_local_server(command_on: Callable[[int], list[str]], what: str,
+                        env: dict[str, str] | None = None, attempts: int = 3
+                        ) -> tuple[str, int, Callable[[], None]]:
+    """Start `command_on(port)`, a Prefect API server, on a free local port; its URL, pid
+    and a stop function once it answers. A server that exits before it answers (another
+    process took the port in between) is started again on another port."""
+    import subprocess
+    import time
+    import urllib.request
+
+    for _ in range(attempts):
+        port = _free_port()
+        server = subprocess.Popen(
+            command_on(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            # out of the terminal's group: Ctrl-C stops the command first, then the
+            # command stops the server (stopped together, pucl serve hung for good
+            # cancelling calls to a dead server)
+            start_new_session=True)
+        url = f"http://127.0.0.1:{port}/api"
+
+        def stop(server: subprocess.Popen = server) -> None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+        deadline = time.monotonic() + _startup_timeout()
+        while time.monotonic() < deadline and server.poll() is None:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2).close()
+                return url, server.pid, stop
+            except OSError:
+                time.sleep(0.5)
+        exited = server.poll()
+        stop()
+        if exited is None:  # it ran out of time: another port would not help
+            raise PuclError(f"{what} did not answer on {url} within "
+                            f"{_startup_timeout():g} s (set PREFECT_API_URL to a running "
+                            f"server)")
+    raise PuclError(f"{what} exited (code {exited}) before it answered, {attempts} times "
+                    f"(set PREFECT_API_URL to a running server)")
