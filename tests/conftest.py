@@ -255,21 +255,15 @@ def pytest_configure(config):
 
 
 def ephemeral_prefect_server(port: int, db: Path) -> subprocess.Popen:
-    """Prefect's temporary API server (the one `prefect.server.api.server.
-    SubprocessASGIServer` starts: uvicorn on Prefect's app factory, no UI, no services) on
-    `port` and the sqlite database `db`. Started directly: importing Prefect's server
-    module only to start it cost this process about 5 s of CPU while the workers collect."""
-    import importlib.util
+    """The temporary Prefect server a `pucl` command starts (no UI, no services), on
+    `port` and the sqlite database `db`, without importing Prefect here: its server module
+    would cost this process about 5 s of CPU while the workers collect."""
+    from pucl.flows._server import EPHEMERAL_SERVER_ENV, ephemeral_server_command
 
-    prefect_dir = Path(importlib.util.find_spec("prefect").origin).parent
-    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-           "PREFECT__SERVER_FINAL": "1",
-           # the database for this server only: servers that tests start get their own
-           "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{db}"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect_dir.parent), "--factory",
-         "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "error", "--lifespan", "on"], env=env)
+    return subprocess.Popen(ephemeral_server_command(port), env={
+        **os.environ, **EPHEMERAL_SERVER_ENV,
+        # the database for this server only: servers that tests start get their own
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{db}"})
 
 
 def migrated_prefect_home(home: Path) -> Path:

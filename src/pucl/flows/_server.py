@@ -110,26 +110,35 @@ def _startup_timeout() -> float:
     return max(SERVER_STARTUP_TIMEOUT_S, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
 
 
-def _ephemeral_server() -> tuple[str, int, Callable[[], None]]:
-    """Prefect's temporary API server, as `prefect.server.api.server.SubprocessASGIServer`
-    runs it (uvicorn on Prefect's app factory; no UI, no services), once it answers.
-    Started here rather than through that class: importing its module only to start a
-    process cost every command about 5 s of CPU on a 2-core machine."""
+# how Prefect's `SubprocessASGIServer` marks the server it starts: no UI, no services
+EPHEMERAL_SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+                        "PREFECT__SERVER_FINAL": "1"}
+
+
+def ephemeral_server_command(port: int) -> list[str]:
+    """Prefect's temporary API server on `port`, as `prefect.server.api.server.
+    SubprocessASGIServer` runs it: uvicorn on Prefect's app factory (with
+    EPHEMERAL_SERVER_ENV). Started without that class: importing its module only to start
+    a process cost every command about 4 s of CPU on a 2-core machine."""
+    import importlib.util
     import sys
     from pathlib import Path
 
-    import prefect
+    app_dir = Path(importlib.util.find_spec("prefect").origin).parent.parent
+    return [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
+            "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port",
+            str(port), "--log-level", "error", "--lifespan", "on"]
+
+
+def _ephemeral_server() -> tuple[str, int, Callable[[], None]]:
+    """Prefect's temporary API server (no services), with this process's Prefect
+    settings, once it answers."""
     from prefect.settings import get_current_settings
 
-    app_dir = str(Path(prefect.__file__).parent.parent)
     return _start_local_server(
-        lambda port: [sys.executable, "-m", "uvicorn", "--app-dir", app_dir, "--factory",
-                      "prefect.server.api.server:create_app", "--host", "127.0.0.1",
-                      "--port", str(port), "--log-level", "error", "--lifespan", "on"],
-        "the temporary Prefect server",
+        ephemeral_server_command, "the temporary Prefect server",
         {**get_current_settings().to_environment_variables(exclude_unset=True),
-         "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-         "PREFECT__SERVER_FINAL": "1"})
+         **EPHEMERAL_SERVER_ENV})
 
 
 def _whole_server() -> tuple[str, int, Callable[[], None]]:
