@@ -270,3 +270,36 @@ def test_a_server_that_exits_before_it_answers_is_tried_on_other_ports_then_name
                                         r"answered, 3 times \(set PREFECT_API_URL"):
         _start_local_server(command, "the test server")
     assert len(ports) == 3 and time.monotonic() - started < 60
+
+
+def test_the_temporary_server_is_started_as_prefects_own_class_starts_it():
+    """pucl starts Prefect's temporary server without `SubprocessASGIServer` (whose module
+    costs a command about 4 s of imports), so the command and the two private variables
+    it sets must stay Prefect's: read from the installed Prefect's source, not imported.
+    An upgrade that changes either fails here, by name."""
+    import ast
+    import importlib.util
+
+    from pucl.flows._server import EPHEMERAL_SERVER_ENV, ephemeral_server_command
+
+    source = Path(importlib.util.find_spec("prefect").origin).parent / "server/api/server.py"
+    (cls,) = [node for node in ast.walk(ast.parse(source.read_text()))
+              if isinstance(node, ast.ClassDef) and node.name == "SubprocessASGIServer"]
+    (method,) = [node for node in cls.body if getattr(node, "name", "") ==
+                 "_run_uvicorn_command"]
+    (env,) = [node.value for node in ast.walk(method) if isinstance(node, ast.Assign)
+              and isinstance(node.value, ast.Dict)]
+    (args,) = [kw.value for node in ast.walk(method) if isinstance(node, ast.Call)
+               for kw in node.keywords if kw.arg == "args"]
+
+    def constants(nodes) -> list:
+        return [n.value if isinstance(n, ast.Constant) else None for n in nodes]
+
+    assert dict(zip(constants(env.keys), constants(env.values), strict=True)) == \
+        EPHEMERAL_SERVER_ENV
+    ours = ephemeral_server_command(4200)
+    # where Prefect computes a value (interpreter, app dir, port), pucl gives its own
+    assert constants(args.elts) == [None if i in (0, 4, 10) else part
+                                    for i, part in enumerate(ours)]
+    assert ours[0] == sys.executable and ours[10] == "4200"
+    assert Path(ours[4], "prefect", "server", "api", "server.py") == source
