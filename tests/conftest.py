@@ -30,11 +30,14 @@ PREFECT_DB_TEMPLATE_ENV = "PUCL_TESTS_PREFECT_DB"
 if PARALLEL:
     # One BLAS and OpenMP thread per worker, and per command a test starts: the workers
     # already fill the cores, and two threads per worker cost CPU time waiting on each other
-    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(name, "1")
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(1)  # the libraries loaded before this file
+    from pucl.runtime.device import THREAD_VARIABLES
+
+    for name in THREAD_VARIABLES:
+        os.environ.setdefault(name, "1")
+
+    threadpool_limits(1)  # the libraries loaded so far (torch and numpy among them)
 
 # Small but real settings: every stage runs its true code path in seconds.
 TINY_PARAMS = {
