@@ -306,6 +306,8 @@ def main() -> None:
     summary = summarise(rows)
     with atomic_path(summary_path(args.out)) as tmp:
         summary.to_csv(tmp, index=False, float_format="%.4f")
+    if not args.report:  # choose and stop: no reported rows to summarise
+        return
     these = rows[(rows["preset"] == args.preset) & (rows["settings"] == settings)
                  & (rows["role"] == role) & (report_settings(rows) == reported)
                  & rows["seed"].isin(args.report)]

@@ -210,3 +210,23 @@ def test_report_alone_chooses_and_stops_and_a_reported_seed_cannot_choose(honest
     assert honest.arguments(["--preset", "p"]).report == [3, 4, 5, 6, 7]
     with pytest.raises(SystemExit):
         honest.arguments(["--preset", "p", "--choose", "0", "3", "--report", "3"])
+
+
+def test_choose_and_stop_ends_after_the_choice_without_a_reported_row(honest, tmp_path,
+                                                                      monkeypatch, capsys):
+    """`--report` alone on rows already measured: nothing runs, the choice is printed, the
+    summary is written, and the script ends there (it used to look up the reported rows
+    it had been told not to run, and failed)."""
+    variants = honest.candidates("fmnist-i", ["default", "pucl_pupl"])
+    out = tmp_path / "honest.csv"
+    rows = [{**row(name, 0, "choose", est, 0.5, 0.9), "preset": "fmnist-i"}
+            for name, est in zip(variants, (0.93, 0.80))]
+    pd.DataFrame(rows).to_csv(out, index=False)
+    monkeypatch.setattr("sys.argv", ["honest_rows.py", "--preset", "fmnist-i", "--choose",
+                                     "0", "--report", "--variants", "default", "pucl_pupl",
+                                     "--out", str(out)])
+    honest.main()
+    leader = next(iter(variants))
+    assert f"chosen by the validation estimate on seeds [0]: {leader}" in capsys.readouterr().out
+    assert honest.summary_path(out).exists()
+    assert len(pd.read_csv(out)) == 2  # nothing was run
