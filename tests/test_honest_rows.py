@@ -220,7 +220,7 @@ def test_choose_and_stop_ends_after_the_choice_without_a_reported_row(honest, tm
     variants = honest.candidates("fmnist-i", ["default", "pucl_pupl"])
     out = tmp_path / "honest.csv"
     rows = [{**row(name, 0, "choose", est, 0.5, 0.9), "preset": "fmnist-i"}
-            for name, est in zip(variants, (0.93, 0.80))]
+            for name, est in zip(variants, (0.93, 0.80), strict=True)]
     pd.DataFrame(rows).to_csv(out, index=False)
     monkeypatch.setattr("sys.argv", ["honest_rows.py", "--preset", "fmnist-i", "--choose",
                                      "0", "--report", "--variants", "default", "pucl_pupl",

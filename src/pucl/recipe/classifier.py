@@ -17,6 +17,7 @@ from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe, entry_settings
 from pucl.recipe.by_input import AUTO, RULES
 from pucl.runtime.device import seeded_generator
+from pucl.runtime.parallel import plan, run_jobs
 
 
 def classifier_objective(recipe: Recipe):
@@ -49,30 +50,68 @@ def head_start(recipe: Recipe, model: ContrastiveModel) -> torch.Tensor:
     return torch.get_rng_state()
 
 
+def fit_member_job(recipe: Recipe, model: ContrastiveModel, images: np.ndarray,
+                   targets: Targets, start: torch.Tensor, method_head: nn.Module | None,
+                   device: torch.device, progress: bool = False) -> Member:
+    """One head on `model` (fine-tuned in place), its initialisation drawn from torch's
+    global random state `start`: everything a fit needs, so that a worker process
+    (pucl.runtime.parallel) computes what this process would."""
+    torch.set_rng_state(start)
+    augment = make_augment(recipe.pretrain.augment, images.ndim == 2)
+    return fit_member(classifier_objective(recipe), model, images, targets,
+                      classifier_settings(recipe), augment,
+                      seeded_generator(recipe.seed, device), device, progress, method_head)
+
+
+def fit_members(recipe: Recipe, jobs: Sequence[tuple], device: torch.device,
+                progress: bool = False, workers: int = 1, threads: int | None = None,
+                announce=None) -> list[Member]:
+    """`fit_member_job` on each job (its arguments but the last two), one after the other
+    here, or side by side on `workers` processes (pucl.runtime.parallel); each model ends
+    fine-tuned here either way. `announce(k, n)` is told when job k starts here."""
+    threads = torch.get_num_threads() if threads is None else threads
+    if plan(len(jobs), workers, threads, device)[0] == 1:
+        members = []
+        for k, job in enumerate(jobs):
+            if announce is not None:
+                announce(k, len(jobs))
+            members.append(fit_member_job(*job, device, progress))
+        return members
+    members = run_jobs(fit_member_job, [(*job, device) for job in jobs], workers, threads,
+                       device, "fit heads", progress)
+    for (_, model, *_), member in zip(jobs, members, strict=True):
+        if member.encoder_state is not None:  # fine-tuned in a worker: bring it back
+            model.encoder.load_state_dict(member.encoder_state)
+    return members
+
+
 def fit_classifiers(recipe: Recipe, models: Sequence[ContrastiveModel], x_train: np.ndarray,
                     rows: TrainingRows, prior: float | None, device: torch.device,
                     method_heads: Sequence[nn.Module | None] | None = None,
-                    progress: bool = False, announce=None) -> tuple[Targets, list[Member]]:
+                    progress: bool = False, announce=None, workers: int = 1,
+                    threads: int | None = None) -> tuple[Targets, list[Member]]:
     """A classifier on each pretrained encoder (fine-tuning changes them in place): the
     objective's targets among the training rows (`x_train` holds every row `rows.index`
-    names) and each encoder's member. `announce(k, n)` is told when member k starts."""
-    objective = classifier_objective(recipe)
-    targets = objective.targets(rows, prior)
-    p = recipe.classifier
-    if p.neighbours > len(targets.rows):  # checked before any training
-        raise ParamsError(f"classifier.neighbours = {p.neighbours} exceeds the "
-                        f"{len(targets.rows)} training rows (allowed: 0 to "
-                        f"{len(targets.rows)})")
+    names) and each encoder's member, fitted on `workers` processes when there are several
+    (`fit_members`). `announce(k, n)` is told when member k starts here."""
+    targets, jobs = member_jobs(recipe, models, x_train, rows, prior, method_heads)
+    return targets, fit_members(recipe, jobs, device, progress, workers, threads, announce)
+
+
+def member_jobs(recipe: Recipe, models: Sequence[ContrastiveModel], x_train: np.ndarray,
+                rows: TrainingRows, prior: float | None,
+                method_heads: Sequence[nn.Module | None] | None = None
+                ) -> tuple[Targets, list[tuple]]:
+    """The objective's targets among `rows` and a `fit_members` job per encoder: each head
+    starts from the same global random state, so member k trains as the single run of
+    its encoder would."""
+    targets = classifier_objective(recipe).targets(rows, prior)
+    if recipe.classifier.neighbours > len(targets.rows):  # checked before any training
+        raise ParamsError(f"classifier.neighbours = {recipe.classifier.neighbours} exceeds "
+                          f"the {len(targets.rows)} training rows (allowed: 0 to "
+                          f"{len(targets.rows)})")
     images = x_train[targets.rows]
-    augment = make_augment(recipe.pretrain.augment, images.ndim == 2)
     start = head_start(recipe, models[0])
     heads = method_heads or [None] * len(models)
-    members = []
-    for k, (model, method_head) in enumerate(zip(models, heads, strict=True)):
-        if announce is not None:
-            announce(k, len(models))
-        torch.set_rng_state(start)
-        members.append(fit_member(objective, model, images, targets, classifier_settings(recipe),
-                                  augment, seeded_generator(recipe.seed, device), device, progress,
-                                  method_head))
-    return targets, members
+    return targets, [(recipe, model, images, targets, start, head)
+                     for model, head in zip(models, heads, strict=True)]

@@ -27,7 +27,7 @@ from pucl.errors import ParamsError
 from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe
 from pucl.recipe.by_input import for_inputs
-from pucl.recipe.classifier import classifier_objective, fit_classifiers
+from pucl.recipe.classifier import classifier_objective, fit_members, member_jobs
 from pucl.recipe.scoring import member_scores, view_features
 from pucl.recipe.settings import SplitParams
 
@@ -62,11 +62,13 @@ def fit_folds(recipe: Recipe, models: Sequence[ContrastiveModel], x: np.ndarray,
               rows: TrainingRows, fold: np.ndarray, prior: float | None,
               device: torch.device, method_heads: Sequence[nn.Module | None] | None = None,
               progress: bool = False,
-              announce: Callable[[int, int], None] | None = None) -> CrossFitted:
+              announce: Callable[[int, int], None] | None = None, workers: int = 1,
+              threads: int | None = None) -> CrossFitted:
     """The classifier fitted once per fold without its rows (`fold[i]` in 0 .. K - 1; a
     row of fold -1 is never left out and scores NaN), from copies of the pretrained
     `models`, which stay as they are; each row scored as the shipped classifier scores:
-    every member, every test-time view (evaluate.tta, tta_shift)."""
+    every member, every test-time view (evaluate.tta, tta_shift). The folds' fits are
+    independent: with `workers` > 1 they run side by side (`fit_members`)."""
     folds = int(fold.max()) + 1
     if not classifier_objective(recipe).trains:
         raise ParamsError(f"split.folds = {folds} refits the classifier without "
@@ -74,20 +76,25 @@ def fit_folds(recipe: Recipe, models: Sequence[ContrastiveModel], x: np.ndarray,
                           f"'{recipe.classifier.objective}' comes ready-made from "
                           "pretraining (allowed with folds: an objective the head learns, "
                           "e.g. nnpu)")
+    copies = [[copy.deepcopy(model) for model in models] for _ in range(folds)]
+    jobs = [job for k in range(folds) for job in member_jobs(
+        recipe, copies[k], x, without(rows, fold == k), prior, method_heads)[1]]
+
+    def fold_starts(j: int, n: int) -> None:  # job j: fold j // members
+        if announce is not None and j % len(models) == 0:
+            announce(j // len(models), folds)
+
+    fitted = fit_members(recipe, jobs, device, progress, workers, threads, fold_starts)
     scores, fitted_members = np.full(len(rows.index), np.nan), []
     for k in range(folds):
-        if announce is not None:
-            announce(k, folds)
         out = fold == k
-        copies = [copy.deepcopy(model) for model in models]
-        _, fitted = fit_classifiers(recipe, copies, x, without(rows, out), prior, device,
-                                    method_heads, progress)
+        mine = fitted[k * len(models):(k + 1) * len(models)]
         members = [(model.eval(), member.head.eval())
-                   for model, member in zip(copies, fitted, strict=True)]
+                   for model, member in zip(copies[k], mine, strict=True)]
         features = view_features(recipe, members, x[rows.index[out]],
                                  recipe.classifier.features, device)
         scores[out] = member_scores([head for _, head in members], features,
                                     device).mean(axis=(0, 1))
         fitted_members += [(m, model, member) for m, (model, member)
-                           in enumerate(zip(copies, fitted, strict=True))]
+                           in enumerate(zip(copies[k], mine, strict=True))]
     return CrossFitted(scores, fitted_members)

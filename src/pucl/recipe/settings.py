@@ -25,6 +25,11 @@ class BaseParams(Section):
     seed: int = Field(0, ge=0, description="seed of every random choice of the method")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int = Field(2, ge=1, description="torch intra-op threads")
+    # independent fits of a stage (cross-fitting folds, the heads of several encoders)
+    # side by side, each in its own process (pucl.runtime.parallel); never more processes
+    # than threads or fits, so a sweep that gives each point one thread runs them here
+    fit_workers: int = Field(1, ge=1, description="processes for a stage's independent "
+                             "fits, each on base.threads / fit_workers threads (CPU)")
 
 
 AUTO_FRACTION = "auto"

@@ -28,7 +28,8 @@ ESTIMATE_METRICS = (CHOICE_METRIC, "val_est_f1", "val_est_auc", "prior_estimate"
 DERIVED = ("prior_source", "minutes_per_seed", "gmac_per_seed")
 PAIRING = ("val_prior", "val_prior_error")  # runs_frame's columns that pair validation scores
 # Params that change how a run executes, not what it computes.
-EXECUTION_PARAMS = ("base.device", "base.threads", "tracking.uri", "tracking.experiment")
+EXECUTION_PARAMS = ("base.device", "base.threads", "base.fit_workers", "tracking.uri",
+                    "tracking.experiment")
 
 
 def _value(text: Any) -> Any:

@@ -114,5 +114,10 @@ class StageContext:
                          "oracle" if report.get("oracle") else report["method"])
         return prior_for(choice, resolved, report.get("prior_true"))
 
+    def side_by_side(self) -> dict[str, int]:
+        """How a stage's independent fits share the CPU (pucl.runtime.parallel): the
+        processes (base.fit_workers) and the threads among them (base.threads)."""
+        return {"workers": self.params.base.fit_workers, "threads": self.params.base.threads}
+
     def read_json(self, section: str, filename: str) -> dict:
         return read_json(self.path(section, filename))

@@ -52,8 +52,7 @@ def run(ctx: StageContext) -> dict:
          "score": crossfit.scores if crossfit else np.empty(0)}))
     if crossfit and p.shipped == "ensemble":  # the folds' classifiers ship; no refit
         targets = objective.targets(rows, prior)
-        members = [member for _, _, member in crossfit.members]
-        encoders = [encoder for encoder, _, _ in crossfit.members]
+        encoders, _, members = (list(part) for part in zip(*crossfit.members, strict=True))
         # train_fit then reads each row's score by the member that did not train on it
         scores = crossfit.scores[pd.Index(rows.index).get_indexer(targets.rows)]
     else:
@@ -61,13 +60,14 @@ def run(ctx: StageContext) -> dict:
         targets, members = fit_classifiers(
             recipe, load_models(pretrained), x_train, rows, prior, device,
             load_method_heads(pretrained), ctx.progress, lambda k, n: n > 1 and print(
-                f"pucl train_classifier: member {k + 1} of {n}", file=sys.stderr))
+                f"pucl train_classifier: member {k + 1} of {n}", file=sys.stderr),
+            **ctx.side_by_side())
         encoders = list(range(len(members)))
         scores = np.mean([m.head.positive_score(m.features) for m in members], axis=0)
     summary = {"objective": p.objective, "prior": prior, "prior_source": source,
-               "finetune_epochs": p.finetune_epochs, "features": p.features,
-               "neighbours": p.neighbours, "members": len(members),
-               "shipped": p.shipped if crossfit else "refit", "degenerate": degenerate(scores)}
+               "finetune_epochs": p.finetune_epochs, "features": p.features, "neighbours":
+               p.neighbours, "members": len(members), "shipped": p.shipped if crossfit
+               else "refit", "degenerate": degenerate(scores)}
     if summary["degenerate"]:  # a collapsed PU risk, say: reported, never silent
         print(f"pucl train_classifier: WARNING: {summary['degenerate']} ({p.objective})",
               file=sys.stderr)
@@ -89,7 +89,7 @@ def cross_fitted(ctx: StageContext, recipe: Recipe, x_train: np.ndarray, rows: T
     return fit_folds(recipe, load_models(pretrained), x_train, rows, fold, prior, device,
                      load_method_heads(pretrained), ctx.progress, lambda k, n: print(
                          f"pucl train_classifier: cross-fitting fold {k + 1} of {n}",
-                         file=sys.stderr))
+                         file=sys.stderr), **ctx.side_by_side())
 
 
 def write_outputs(ctx: StageContext, members: list, encoders: list[int], summary: dict

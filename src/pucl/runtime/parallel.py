@@ -1,0 +1,101 @@
+"""Independent fits of one stage side by side in worker processes (`base.workers`).
+
+Small networks (LeNet-5 on 28x28 images) use a second core poorly from one process: a
+training step on 2 threads runs about 1.5 times as fast as on 1, so two fits that run
+one after the other on 2 threads take longer than the same two fits side by side, each on
+1 thread in its own process (benchmarks/parallel_fits.py measures it). What is
+independent here: the cross-fitting folds' heads, the heads of several encoders.
+
+`base.workers` = w splits `base.threads` = t: min(w, jobs) processes of t // w threads each.
+A fit's numbers depend on the threads it runs on (a sum's order), never on which process
+runs it or when; params fix both, so the same params give the same results. On a GPU, or
+with one worker, every job runs here, one after the other, on the caller's threads.
+
+Workers are spawned (a fresh interpreter: no forked copy of torch's thread pools), ignore
+Ctrl-C (the caller stops them), and end when the process that started them ends, even by
+SIGKILL, rather than finish a fit nobody will read.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing.connection import wait
+from typing import TypeVar
+
+import torch
+
+from pucl.runtime.device import limit_threads
+from pucl.runtime.progress import EpochBar
+
+T = TypeVar("T")
+
+
+def plan(jobs: int, workers: int, threads: int, device: torch.device) -> tuple[int, int]:
+    """(processes, threads of each) for `jobs` independent fits; 1 process means here."""
+    if device.type != "cpu" or workers < 2 or jobs < 2 or threads < 2:
+        return 1, threads
+    processes = min(workers, jobs, threads)
+    return processes, threads // processes
+
+
+def _start_worker(threads: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle
+    limit_threads(threads)
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def end_with_parent() -> None:
+        wait([parent.sentinel])  # ready once the parent has ended, however it ended
+        os._exit(1)
+
+    threading.Thread(target=end_with_parent, name="pucl-end-with-parent", daemon=True).start()
+
+
+def _call(payload: bytes) -> bytes:
+    fn, args = pickle.loads(payload)
+    return pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end what runs: the executor has no public call
+    that ends running work before Python 3.14's terminate_workers."""
+    running = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in running:
+        process.terminate()
+
+
+def run_jobs(fn: Callable[..., T], jobs: Sequence[tuple], workers: int, threads: int,
+             device: torch.device, desc: str = "fits", progress: bool = False) -> list[T]:
+    """[fn(*job) for job in jobs], in order, spread over `plan`'s processes. `fn` must be
+    a module-level function and its arguments picklable. A job's exception is raised here,
+    and a worker that died (the kernel's out-of-memory killer, say) fails the call as
+    BrokenProcessPool, after the other workers are stopped."""
+    processes, each = plan(len(jobs), workers, threads, device)
+    if processes == 1:
+        return [fn(*job) for job in jobs]
+    pool = ProcessPoolExecutor(processes, multiprocessing.get_context("spawn"),
+                               initializer=_start_worker, initargs=(each,))
+    try:
+        # Plain pickle, both ways: torch's own reducers for multiprocessing would move
+        # every tensor into shared memory (/dev/shm: 64 MB in a default container) and let
+        # a worker write into the caller's tensors; a fit here works on its own copies.
+        futures = [pool.submit(_call, pickle.dumps((fn, job), protocol=pickle.HIGHEST_PROTOCOL))
+                   for job in jobs]
+        bar = EpochBar(len(jobs), f"{desc} ({processes} processes)", disable=not progress,
+                       unit="fit")
+        for _, future in zip(bar, as_completed(futures), strict=True):
+            future.result()  # the first failure, as soon as it happens
+        results = [pickle.loads(future.result()) for future in futures]
+    except BaseException:
+        _stop(pool)  # a failed fit, or Ctrl-C: the others are of no use
+        raise
+    pool.shutdown()
+    return results
