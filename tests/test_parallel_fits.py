@@ -16,6 +16,7 @@ from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe
 from pucl.recipe.by_input import for_inputs
 from pucl.recipe.crossfit import fit_folds
+from pucl.runtime import work
 from pucl.runtime.parallel import plan, run_jobs
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda")
@@ -45,7 +46,8 @@ def test_jobs_come_back_in_order_and_a_failed_job_fails_the_call():
 def test_folds_fitted_side_by_side_are_the_folds_fitted_here_on_as_many_threads():
     """Two folds x two encoders, fine-tuned: in two worker processes of one thread each
     and here on one thread, the same out-of-fold scores, heads and fine-tuned encoders,
-    to the last bit; the pretrained models the folds start from are left as they were."""
+    to the last bit, and the same work counted; the pretrained models the folds start
+    from are left as they were."""
     rng = np.random.default_rng(0)
     y = (rng.random(300) < 0.5).astype(np.int64)
     x = rng.normal(size=(300, 4)).astype(np.float32) + 2.0 * y[:, None]
@@ -63,10 +65,15 @@ def test_folds_fitted_side_by_side_are_the_folds_fitted_here_on_as_many_threads(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        here = fit_folds(recipe, models, x, rows, fold, 0.5, CPU)
+        with work.counting() as work_here:
+            here = fit_folds(recipe, models, x, rows, fold, 0.5, CPU)
     finally:
         torch.set_num_threads(threads)
-    apart = fit_folds(recipe, models, x, rows, fold, 0.5, CPU, workers=2, threads=2)
+    with work.counting() as work_apart:
+        apart = fit_folds(recipe, models, x, rows, fold, 0.5, CPU, workers=2, threads=2)
+
+    # the workers' work is counted where the fits were asked for (the choice's tie rule)
+    assert work_here.macs > 0 and work_apart.macs == pytest.approx(work_here.macs, rel=1e-9)
 
     assert np.isfinite(here.scores).all()
     assert np.array_equal(here.scores, apart.scores)

@@ -30,6 +30,7 @@ from typing import TypeVar
 
 import torch
 
+from pucl.runtime import work
 from pucl.runtime.device import limit_threads
 from pucl.runtime.progress import EpochBar
 
@@ -58,9 +59,14 @@ def _start_worker(threads: int) -> None:
     threading.Thread(target=end_with_parent, name="pucl-end-with-parent", daemon=True).start()
 
 
-def _call(payload: bytes) -> bytes:
+def _call(payload: bytes, count: bool) -> bytes:
+    """A job in a worker: its result and, when the caller counts work, its work."""
     fn, args = pickle.loads(payload)
-    return pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL)
+    if not count:
+        return pickle.dumps((fn(*args), 0.0), protocol=pickle.HIGHEST_PROTOCOL)
+    with work.counting() as tally:
+        result = fn(*args)
+    return pickle.dumps((result, tally.macs), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
@@ -87,13 +93,18 @@ def run_jobs(fn: Callable[..., T], jobs: Sequence[tuple], workers: int, threads:
         # Plain pickle, both ways: torch's own reducers for multiprocessing would move
         # every tensor into shared memory (/dev/shm: 64 MB in a default container) and let
         # a worker write into the caller's tensors; a fit here works on its own copies.
-        futures = [pool.submit(_call, pickle.dumps((fn, job), protocol=pickle.HIGHEST_PROTOCOL))
-                   for job in jobs]
+        count = work.is_counting()  # the workers' work joins the caller's tally
+        futures = [pool.submit(_call, pickle.dumps((fn, job), protocol=pickle.HIGHEST_PROTOCOL),
+                               count) for job in jobs]
         bar = EpochBar(len(jobs), f"{desc} ({processes} processes)", disable=not progress,
                        unit="fit")
         for _, future in zip(bar, as_completed(futures), strict=True):
             future.result()  # the first failure, as soon as it happens
-        results = [pickle.loads(future.result()) for future in futures]
+        results = []
+        for future in futures:
+            result, macs = pickle.loads(future.result())
+            work.add(macs)
+            results.append(result)
     except BaseException:
         _stop(pool)  # a failed fit, or Ctrl-C: the others are of no use
         raise

@@ -55,6 +55,12 @@ def add(macs: float) -> None:
         tally.macs += macs
 
 
+def is_counting() -> bool:
+    """Whether a tally is open in this thread: work done elsewhere for it (a worker
+    process, pucl.runtime.parallel) is worth counting and `add`ing here."""
+    return bool(_tallies.items())
+
+
 def layer_macs(module: nn.Module, output: torch.Tensor) -> float:
     """One forward call's MACs of a convolution or linear layer (0 for other modules)."""
     if isinstance(module, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
