@@ -1,12 +1,13 @@
-"""Independent fits of one stage side by side in worker processes (`base.workers`).
+"""Independent fits of one stage side by side in worker processes (`base.fit_workers`).
 
 Small networks (LeNet-5 on 28x28 images) use a second core poorly from one process: a
-training step on 2 threads runs about 1.5 times as fast as on 1, so two fits that run
-one after the other on 2 threads take longer than the same two fits side by side, each on
-1 thread in its own process (benchmarks/parallel_fits.py measures it). What is
-independent here: the cross-fitting folds' heads, the heads of several encoders.
+training step on 2 threads runs at most about 1.5 times as fast as on 1, so two fits
+one after the other on 2 threads take longer than the same two side by side, each on 1
+thread in its own process (F-MNIST-I's two folds: 0.58 of the time; reports/benchmarks.md).
+What is independent here: the cross-fitting folds' heads, the heads of several encoders.
 
-`base.workers` = w splits `base.threads` = t: min(w, jobs) processes of t // w threads each.
+`base.fit_workers` = w with `base.threads` = t and n jobs: p = min(w, n, t) processes of
+t // p threads each.
 A fit's numbers depend on the threads it runs on (a sum's order), never on which process
 runs it or when; params fix both, so the same params give the same results. On a GPU, or
 with one worker, every job runs here, one after the other, on the caller's threads.
