@@ -81,7 +81,7 @@ CASES = [
     Case("unknown device", PUCL + ["check"], "invalid parameter 'base.device' = 'tpu'",
          params={"base": {"device": "tpu"}}),
     Case("removed precision", PUCL + ["check"],  # an old params file: float32 only now
-         "unknown parameter 'base.precision' (allowed here: seed, device, threads)",
+         "unknown parameter 'base.precision' (allowed here: seed, device, threads, fit_workers)",
          params={"base": {"precision": "fp32"}}),
     Case("unknown encoder", PUCL + ["check"], "invalid parameter 'pretrain.encoder'",
          params={"pretrain": {"encoder": "vit"}}),
