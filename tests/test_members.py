@@ -14,6 +14,7 @@ from pucl.classify.deployable import ServedClassifier
 from pucl.data import load_dataset
 from pucl.models.features import encoder_part
 from pucl.params.config import load_params
+from tests.conftest import copy_project
 from tests.helpers import STAGES, read_metrics, stage
 
 
@@ -85,3 +86,47 @@ def test_a_one_member_classifier_averages_each_row_and_its_mirror():
     own = torch.softmax(head(encoder((x - 0.5) / 0.5)), dim=1)[:, 1]
     assert want.shape == (5,)
     assert torch.allclose(want, (own + torch.softmax(mirrored, dim=1)[:, 1]) / 2)
+
+
+def test_encoders_pretrained_side_by_side_are_those_pretrained_here_on_as_many_threads(
+        project, tmp_path):
+    """pretrain.members 2 with base.fit_workers 2 on 2 threads: two worker processes of
+    one thread. Their encoders, histories and the checkpoint left are what the stage
+    trains here on one thread, to the bit; each is cached, and no worker folder stays."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["pretrain"].update(members=2)
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for name in STAGES[:2]:  # the split and the prior, shared by both
+        stage(project, name)
+    here = copy_project(project, tmp_path / "here")
+
+    def configure(where, **base):
+        params["base"].update(base)
+        params["paths"]["pretrain_cache"] = str(where / "cache")
+        (where / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+    configure(here, threads=1, fit_workers=1)
+    stage(here, "pretrain", env={"PUCL_ROOT": str(here)})
+    configure(project, threads=2, fit_workers=2)
+    result = stage(project, "pretrain")
+    assert "took" not in result.stderr and "encoder 1 of 2" not in result.stderr
+
+    out, want = project / "data/pretrain", here / "data/pretrain"
+    got_model, want_model = (torch.load(d / "model.pt", weights_only=True) for d in (out, want))
+    for got, expected in zip([got_model, *got_model["other_members"]],
+                             [want_model, *want_model["other_members"]], strict=True):
+        assert got["seed"] == expected["seed"]
+        for key, value in expected["state_dict"].items():
+            assert torch.equal(value, got["state_dict"][key]), key
+    assert got_model["seed"] != got_model["other_members"][0]["seed"]
+    pd.testing.assert_frame_equal(pd.read_csv(out / "history.csv"),
+                                  pd.read_csv(want / "history.csv"))
+    got_ckpt, want_ckpt = (torch.load(d / "checkpoint.pt", weights_only=True) for d in (out, want))
+    assert got_ckpt["fingerprint"] == want_ckpt["fingerprint"]  # the last member's
+    for key, value in want_ckpt["model"].items():
+        assert torch.equal(value, got_ckpt["model"][key]), key
+    assert not list(out.glob(".member*"))
+    assert len(list((project / "cache").iterdir())) == 2
+
+    again = stage(project, "pretrain")  # both cached now: nothing is trained again
+    assert again.stderr.count("reusing the finished pretraining") == 2

@@ -129,10 +129,15 @@ def history_metrics(frames: list[pd.DataFrame]) -> dict:
                                     for f in frames))}
 
 
+def is_cached(entry: Path | None) -> bool:
+    """Whether a cache entry holds a finished pretraining."""
+    return entry is not None and all((entry / name).is_file() for name in CACHED_FILES)
+
+
 def restore_from_cache(entry: Path | None, directory: Path, checkpoint: bool = True) -> bool:
     """Copy a cached pretraining into `directory`; without `checkpoint`, leave
     checkpoint.pt alone (it may hold a later member's unfinished training)."""
-    if entry is None or not all((entry / name).is_file() for name in CACHED_FILES):
+    if not is_cached(entry):
         return False
     names = [*(CACHED_FILES if checkpoint else CACHED_FILES[:2]), TIMING_FILE]
     for name in names:

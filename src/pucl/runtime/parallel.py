@@ -4,7 +4,8 @@ Small networks (LeNet-5 on 28x28 images) use a second core poorly from one proce
 training step on 2 threads runs at most about 1.5 times as fast as on 1, so two fits
 one after the other on 2 threads take longer than the same two side by side, each on 1
 thread in its own process (F-MNIST-I's two folds: 0.58 of the time; reports/benchmarks.md).
-What is independent here: the cross-fitting folds' heads, the heads of several encoders.
+What is independent here: several encoders' pretraining (pucl.stages._pretrain_members),
+the cross-fitting folds' heads, the heads of several encoders.
 
 `base.fit_workers` = w with `base.threads` = t and n jobs: p = min(w, n, t) processes of
 t // p threads each.

@@ -1,0 +1,96 @@
+"""The pretrain stage's encoders: one trained into a directory, and several trained side by
+side in worker processes (`pretrain.members` > 1 with `base.fit_workers` > 1 on the CPU;
+pucl.runtime.parallel has the plan and why two 1-thread processes beat one 2-thread one).
+
+A worker trains member k into its own folder under the stage's directory
+(`.member<k>/`): its checkpoint after every epoch (a rerun resumes from it, as from
+`checkpoint.pt`), then `model.pt` and its history. Files pass the results back, not the
+worker's pipe, and the stage reads them with the weights-only reader like any other.
+Its epochs reach MLflow when the member is done (pucl.stages.pretrain logs them), not
+live.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from pucl.artifacts.models import describe_model
+from pucl.artifacts.pretraining import (
+    CACHED_FILES,
+    TIMING_FILE,
+    load_resume_state,
+    write_history,
+)
+from pucl.io import atomic_path, write_torch
+from pucl.pretraining.loop import EpochStats
+from pucl.recipe import Recipe
+from pucl.recipe.pretraining import pretrain
+from pucl.runtime.parallel import plan, run_jobs
+
+
+def member_directory(out: Path, k: int) -> Path:
+    """Where a worker trains member k: hidden beside the stage's own files."""
+    return out / f".member{k}"
+
+
+def train_into(directory: Path, recipe: Recipe, images: torch.Tensor,
+               is_labeled: torch.Tensor, prior: float | None, seed: int, fp: str,
+               device: torch.device, progress: bool = False,
+               on_epoch: Callable[[EpochStats], None] | None = None) -> pd.DataFrame:
+    """One encoder pretrained with `seed` into `directory`: checkpoint.pt after every
+    epoch (resumed from when its fingerprint is `fp`), then model.pt and the history,
+    which is returned. `on_epoch(stats)` hears each epoch after its checkpoint."""
+    checkpoint = directory / "checkpoint.pt"
+
+    def save(stats: EpochStats, state: dict) -> None:
+        write_torch(checkpoint, {**state, "fingerprint": fp})
+        if on_epoch is not None:
+            on_epoch(stats)
+
+    model, result = pretrain(recipe, images, is_labeled, prior, seed, device, progress,
+                             load_resume_state(checkpoint, fp), save)
+    write_torch(directory / "model.pt", {
+        **describe_model(model), "loss": recipe.pretrain.loss, "method": recipe.pretrain.method,
+        "classifier": result.classifier, "seed": seed})
+    frame = pd.DataFrame([h.to_dict() for h in result.history])
+    write_history(directory, frame)
+    return frame
+
+
+def _train_in_worker(directory: str, recipe: Recipe, images: torch.Tensor,
+                     is_labeled: torch.Tensor, prior: float | None, seed: int, fp: str,
+                     device: torch.device) -> None:
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    train_into(path, recipe, images, is_labeled, prior, seed, fp, device)
+
+
+def side_by_side(out: Path, recipe: Recipe, images: torch.Tensor, is_labeled: torch.Tensor,
+                 prior: float | None, todo: Sequence[tuple[int, int, str]],
+                 device: torch.device, workers: int, threads: int,
+                 progress: bool = False) -> list[int]:
+    """Train the members `todo` names, (k, seed, fingerprint) each, side by side when
+    `plan` gives them more than one process: the ks trained, each in
+    member_directory(out, k); none when they are better trained one after the other."""
+    if plan(len(todo), workers, threads, device)[0] == 1:
+        return []
+    jobs = [(str(member_directory(out, k)), recipe, images, is_labeled, prior, seed, fp,
+             device) for k, seed, fp in todo]
+    run_jobs(_train_in_worker, jobs, workers, threads, device, "pretrain encoders", progress)
+    return [k for k, _, _ in todo]
+
+
+def take_member(out: Path, k: int) -> None:
+    """Put member k's files where a member trained in this process leaves them, the
+    stage's directory (taken in member order, so the last member's checkpoint stays, as
+    when they train one after the other), and drop its folder."""
+    directory = member_directory(out, k)
+    for name in (*CACHED_FILES, TIMING_FILE):
+        with atomic_path(out / name) as tmp:
+            shutil.copyfile(directory / name, tmp)
+    shutil.rmtree(directory)
