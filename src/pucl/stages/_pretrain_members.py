@@ -13,6 +13,7 @@ live.
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -77,8 +78,11 @@ def side_by_side(out: Path, recipe: Recipe, images: torch.Tensor, is_labeled: to
     """Train the members `todo` names, (k, seed, fingerprint) each, side by side when
     `plan` gives them more than one process: the ks trained, each in
     member_directory(out, k); none when they are better trained one after the other."""
-    if plan(len(todo), workers, threads, device)[0] == 1:
+    processes, each = plan(len(todo), workers, threads, device)
+    if processes == 1:
         return []
+    print(f"pucl pretrain: {len(todo)} encoders side by side in {processes} processes of "
+          f"{each} thread{'s' if each > 1 else ''}", file=sys.stderr)
     jobs = [(str(member_directory(out, k)), recipe, images, is_labeled, prior, seed, fp,
              device) for k, seed, fp in todo]
     run_jobs(_train_in_worker, jobs, workers, threads, device, "pretrain encoders", progress)
