@@ -130,3 +130,39 @@ def test_encoders_pretrained_side_by_side_are_those_pretrained_here_on_as_many_t
 
     again = stage(project, "pretrain")  # both cached now: nothing is trained again
     assert again.stderr.count("reusing the finished pretraining") == 2
+
+
+def test_a_member_left_unfinished_resumes_whichever_way_it_trains_next(project):
+    """A member's checkpoint left in its worker folder resumes it when the stage next
+    trains members one after the other, and the stage's checkpoint.pt resumes it in a
+    worker when they next train side by side (its resumed epochs keep no clock time)."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["pretrain"].update(members=2)
+
+    def configure(**base):
+        params["base"].update(base)
+        (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+    configure(threads=2, fit_workers=2)
+    for name in STAGES[:3]:
+        stage(project, name)
+    out = project / "data/pretrain"
+    finished = torch.load(out / "model.pt", weights_only=True)["other_members"][0]
+    # as if the worker of member 1 had stopped after its last epoch's checkpoint
+    (out / ".member1").mkdir()
+    (out / "checkpoint.pt").rename(out / ".member1/checkpoint.pt")
+
+    configure(threads=1, fit_workers=1)
+    here = stage(project, "pretrain")
+    assert f"resuming from {out / 'checkpoint.pt'} at epoch 2" in here.stderr
+    assert not (out / ".member1").exists()
+    resumed = torch.load(out / "model.pt", weights_only=True)["other_members"][0]
+    for key, value in finished["state_dict"].items():
+        assert torch.equal(value, resumed["state_dict"][key]), key
+
+    configure(threads=2, fit_workers=2)  # checkpoint.pt now holds member 1's last epoch
+    stage(project, "pretrain")
+    timing = pd.read_csv(out / "timing.csv")
+    assert timing.query("member == 1")["seconds"].isna().all()
+    assert timing.query("member == 0")["seconds"].notna().all()
+    assert not list(out.glob(".member*"))

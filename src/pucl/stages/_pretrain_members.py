@@ -3,8 +3,9 @@ side in worker processes (`pretrain.members` > 1 with `base.fit_workers` > 1 on 
 pucl.runtime.parallel has the plan and why two 1-thread processes beat one 2-thread one).
 
 A worker trains member k into its own folder under the stage's directory
-(`.member<k>/`): its checkpoint after every epoch (a rerun resumes from it, as from
-`checkpoint.pt`), then `model.pt` and its history. Files pass the results back, not the
+(`.member<k>/`): its checkpoint after every epoch, then `model.pt` and its history. A
+rerun resumes an unfinished member from either checkpoint, its folder's or the stage's
+`checkpoint.pt`, whichever way it trains now. Files pass the results back, not the
 worker's pipe, and the stage reads them with the weights-only reader like any other.
 Its epochs reach MLflow when the member is done (pucl.stages.pretrain logs them), not
 live.
@@ -27,7 +28,7 @@ from pucl.artifacts.pretraining import (
     load_resume_state,
     write_history,
 )
-from pucl.io import atomic_path, write_torch
+from pucl.io import atomic_path, read_torch, write_torch
 from pucl.pretraining.loop import EpochStats
 from pucl.recipe import Recipe
 from pucl.recipe.pretraining import pretrain
@@ -63,6 +64,36 @@ def train_into(directory: Path, recipe: Recipe, images: torch.Tensor,
     return frame
 
 
+def adopt_checkpoint(source: Path, target: Path, fp: str) -> None:
+    """Let an unfinished training resume where its member trains now: copy the checkpoint
+    at `source` to `target` when it is that member's (fingerprint `fp`) and `target`
+    holds no checkpoint of it (a run stopped while training here, rerun side by side, or
+    the reverse)."""
+    def holds(path: Path) -> bool:
+        try:
+            return read_torch(path, "checkpoint", "delete it").get("fingerprint") == fp
+        except Exception:  # missing, unreadable or foreign: nothing to resume from here
+            return False
+
+    if not holds(target) and holds(source):
+        with atomic_path(target) as tmp:
+            shutil.copyfile(source, tmp)
+
+
+def train_here(out: Path, k: int, recipe: Recipe, images: torch.Tensor,
+               is_labeled: torch.Tensor, prior: float | None, seed: int, fp: str,
+               device: torch.device, progress: bool = False,
+               on_epoch: Callable[[EpochStats], None] | None = None) -> pd.DataFrame:
+    """Member k trained in this process into the stage's directory (`train_into`),
+    resuming what a worker left unfinished in its folder, which goes afterwards."""
+    folder = member_directory(out, k)
+    adopt_checkpoint(folder / "checkpoint.pt", out / "checkpoint.pt", fp)
+    frame = train_into(out, recipe, images, is_labeled, prior, seed, fp, device, progress,
+                       on_epoch)
+    shutil.rmtree(folder, ignore_errors=True)
+    return frame
+
+
 def _train_in_worker(directory: str, recipe: Recipe, images: torch.Tensor,
                      is_labeled: torch.Tensor, prior: float | None, seed: int, fp: str,
                      device: torch.device) -> None:
@@ -83,6 +114,9 @@ def side_by_side(out: Path, recipe: Recipe, images: torch.Tensor, is_labeled: to
         return []
     print(f"pucl pretrain: {len(todo)} encoders side by side in {processes} processes of "
           f"{each} thread{'s' if each > 1 else ''}", file=sys.stderr)
+    for k, _, fp in todo:  # a member stopped while training here resumes in its worker
+        member_directory(out, k).mkdir(parents=True, exist_ok=True)
+        adopt_checkpoint(out / "checkpoint.pt", member_directory(out, k) / "checkpoint.pt", fp)
     jobs = [(str(member_directory(out, k)), recipe, images, is_labeled, prior, seed, fp,
              device) for k, seed, fp in todo]
     run_jobs(_train_in_worker, jobs, workers, threads, device, "pretrain encoders", progress)

@@ -33,7 +33,7 @@ from pucl.recipe.pretraining import member_seeds, needs_prior
 from pucl.reporting.figures import loss_figure
 from pucl.runtime.device import resolve_device
 from pucl.stages._context import StageContext
-from pucl.stages._pretrain_members import side_by_side, take_member, train_into
+from pucl.stages._pretrain_members import side_by_side, take_member, train_here
 
 NAME = "pretrain"
 
@@ -61,7 +61,7 @@ def pretrain_member(ctx: StageContext, recipe: Recipe, k: int, seed: int, fp: st
     elif apart:
         take_member(out, k)
     else:
-        frame = train_into(out, recipe, images, is_labeled, prior, seed, fp,
+        frame = train_here(out, k, recipe, images, is_labeled, prior, seed, fp,
                            resolve_device(ctx.params.base.device), ctx.progress,
                            lambda s: ctx.run.log_metrics({
                                f"loss{suffix}": s.loss, f"lr{suffix}": s.lr,
