@@ -28,7 +28,8 @@ SUITE = {  # name: (script, arguments of the reported run, arguments of a quick 
                       ["--set", "pretrain.epochs=1", "--set", "classifier.epochs=2"]),
     "head_placement": ("head_placement.py", [], ["--epochs", "1", "--n-u", "5000"]),
     "knn_probe": ("knn_probe.py", [], ["--train", "3000", "--test", "500", "--dims", "84"]),
-    "parallel_fits": ("parallel_fits.py", [], ["--rows", "2000", "--epochs", "1", "--rounds", "1"]),
+    "parallel_fits": ("parallel_fits.py", [], ["--rows", "2000", "--epochs", "1", "--rounds", "1",
+                                              "--pretrain-epochs", "1"]),
     "sweep_threads": ("sweep_threads.py", [], ["--n", "300", "--rows", "20000", "--rounds", "1"]),
 }
 

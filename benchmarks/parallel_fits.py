@@ -1,6 +1,7 @@
-"""The cross-fitting folds' fits one after the other on every thread (`base.fit_workers`
-1) against side by side, each in its own process on its share (`base.fit_workers` 2),
-measured in one run on the same inputs.
+"""Independent fits one after the other on every thread (`base.fit_workers` 1) against
+side by side, each in its own process on its share (`base.fit_workers` 2), measured in
+one run on the same inputs: the cross-fitting folds' heads, then two encoders'
+pretraining (`pretrain.members` 2, pucl.stages._pretrain_members).
 
 What F-MNIST's presets fit in their classifier step, scaled down: LeNet-5 heads with
 Dist-PU's objective and NcPU's pair loss, fine-tuned end to end, one per fold, on
@@ -8,15 +9,18 @@ Dist-PU's objective and NcPU's pair loss, fine-tuned end to end, one per fold, o
 labelled, the true prior given. The encoder is a fresh LeNet-5 (timing does not need a
 pretrained one), so the heads are weak; the two settings differ in the threads each fit
 computes on, so their scores differ too (tests/test_parallel_fits.py checks that a fit
-computes the same bits in a worker as here on as many threads).
+computes the same bits in a worker as here on as many threads). The encoders are PUCL
+pretrainings of `--pretrain-epochs` on the same images, with seeds 0 and 1.
 
-    OMP_WAIT_POLICY=PASSIVE python benchmarks/parallel_fits.py     # about 3 minutes
+    OMP_WAIT_POLICY=PASSIVE python benchmarks/parallel_fits.py     # about 7 minutes
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -30,6 +34,7 @@ from pucl.recipe import Recipe
 from pucl.recipe.by_input import for_inputs
 from pucl.recipe.crossfit import fit_folds
 from pucl.runtime.device import limit_threads
+from pucl.stages._pretrain_members import side_by_side, train_into
 
 
 def inputs(rows: int, seed: int) -> tuple[np.ndarray, TrainingRows, np.ndarray, np.ndarray]:
@@ -43,12 +48,35 @@ def inputs(rows: int, seed: int) -> tuple[np.ndarray, TrainingRows, np.ndarray, 
     return x, TrainingRows(np.arange(rows), labelled, np.ones(rows, bool)), fold, y
 
 
+def pretrain_two(x: np.ndarray, labelled: np.ndarray, epochs: int, workers: int,
+                 threads: int) -> float:
+    """Seconds to pretrain the encoders of seeds 0 and 1 (PUCL on `x`), one after the
+    other here (workers 1) or side by side in worker processes, into a scratch folder."""
+    recipe = for_inputs(Recipe.from_settings({"pretrain.encoder": "lenet5",
+                                              "pretrain.epochs": epochs}, seed=0),
+                        x.shape[1:], len(x))
+    images, is_labeled = torch.from_numpy(x), torch.from_numpy(labelled)
+    cpu = torch.device("cpu")
+    with tempfile.TemporaryDirectory() as scratch:
+        out, start = Path(scratch), time.perf_counter()
+        todo = [(k, k, f"benchmark-{k}") for k in (0, 1)]
+        if workers == 1:
+            for k, seed, fp in todo:
+                (out / str(k)).mkdir()
+                train_into(out / str(k), recipe, images, is_labeled, None, seed, fp, cpu)
+        else:
+            side_by_side(out, recipe, images, is_labeled, None, todo, cpu, workers, threads)
+        return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--epochs", type=int, default=10, help="fine-tuning epochs a fold")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2, help="each setting this many times")
+    parser.add_argument("--pretrain-epochs", type=int, default=10,
+                        help="pretraining epochs of each encoder (0: skip the encoders)")
     args = parser.parse_args()
     limit_threads(args.threads)
     x, rows, fold, y = inputs(args.rows, 0)
@@ -79,6 +107,17 @@ def main() -> None:
         print(f"  fit_workers {workers}: out-of-fold accuracy against the digits' labels "
               f"{float(((scores[workers] >= 0.5) == truth).mean()):.4f}, positive share "
               f"{float((scores[workers] >= 0.5).mean()):.3f}")
+    if args.pretrain_epochs:
+        pretrained: dict[int, list[float]] = {1: [], 2: []}
+        for _ in range(args.rounds):
+            for workers in (1, 2):
+                pretrained[workers].append(pretrain_two(x, rows.labelled, args.pretrain_epochs,
+                                                        workers, args.threads))
+        one, two = min(pretrained[1]), min(pretrained[2])
+        print(f"two encoders pretrained {args.pretrain_epochs} epochs on {args.rows} rows:")
+        print(f"  one after the other (fit_workers 1): {one:6.1f} s  (runs {pretrained[1]})")
+        print(f"  side by side (fit_workers 2):        {two:6.1f} s  (runs {pretrained[2]})")
+        print(f"  side by side / one after the other:  {two / one:.2f}")
 
 
 if __name__ == "__main__":
