@@ -17,7 +17,7 @@ from pucl.recipe import Recipe
 from pucl.recipe.by_input import for_inputs
 from pucl.recipe.crossfit import fit_folds
 from pucl.runtime import work
-from pucl.runtime.parallel import plan, run_jobs
+from pucl.runtime.parallel import as_arrays, as_tensors, plan, run_jobs
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda")
 
@@ -86,3 +86,20 @@ def test_folds_fitted_side_by_side_are_the_folds_fitted_here_on_as_many_threads(
             assert all(torch.equal(v, state_b[n]) for n, v in a.state_dict().items())
     for model, state in zip(models, before, strict=True):
         assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+
+
+def test_jobs_cross_as_arrays_and_a_tensor_is_refused_before_any_worker_starts():
+    """Jobs send arrays, never tensors (torch's reducers would put them in shared memory):
+    a tensor among a job's arguments fails the call by name, and as_arrays / as_tensors
+    carry a nested state through unchanged, bit for bit."""
+    with pytest.raises(TypeError, match="not a Tensor"):
+        run_jobs(math.sqrt, [(4.0,), ({"x": [torch.tensor(1.0)]},)], 2, 2, CPU)
+    state = {"w": torch.randn(3, 2), "n": torch.tensor(7),
+             "masks": [torch.ones(2, dtype=torch.bool)], "name": "lenet5", "none": None}
+    sent = as_arrays(state)
+    assert not any(isinstance(v, torch.Tensor) for v in (sent["w"], sent["n"], *sent["masks"]))
+    back = as_tensors(sent)
+    for key in ("w", "n"):
+        assert torch.equal(back[key], state[key]) and back[key].dtype == state[key].dtype
+    assert torch.equal(back["masks"][0], state["masks"][0])
+    assert (back["name"], back["none"]) == ("lenet5", None)

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from pucl.classify.fit import ClassifierSettings, Member, fit_member
+from pucl.classify.heads import describe, rebuild
 from pucl.classify.linear import LinearSettings
 from pucl.classify.objectives import CLASSIFIER_OBJECTIVES, Targets, TrainingRows
 from pucl.data.augment import make_augment
@@ -17,7 +18,7 @@ from pucl.models import ContrastiveModel
 from pucl.recipe import Recipe, entry_settings
 from pucl.recipe.by_input import AUTO, RULES
 from pucl.runtime.device import seeded_generator
-from pucl.runtime.parallel import plan, run_jobs
+from pucl.runtime.parallel import as_arrays, as_tensors, plan, run_jobs
 
 
 def classifier_objective(recipe: Recipe):
@@ -63,6 +64,19 @@ def fit_member_job(recipe: Recipe, model: ContrastiveModel, images: np.ndarray,
                       seeded_generator(recipe.seed, device), device, progress, method_head)
 
 
+def _fit_member_apart(recipe: Recipe, model: dict, images: np.ndarray, targets: Targets,
+                      start: np.ndarray, head: dict | None, device: torch.device) -> dict:
+    """`fit_member_job` in a worker process (pucl.runtime.parallel): the model, random
+    state and method head arrive as arrays, and the member goes back as arrays."""
+    built = ContrastiveModel(*model["shape"]).train(model["training"])
+    built.load_state_dict(as_tensors(model["state"]))
+    member = fit_member_job(recipe, built, images, targets, as_tensors(start),
+                            None if head is None else rebuild(as_tensors(head)), device)
+    return as_arrays({"head": describe(member.head), "encoder_state": member.encoder_state,
+                      "losses": member.losses, "features": member.features,
+                      "phases": member.phases})
+
+
 def fit_members(recipe: Recipe, jobs: Sequence[tuple], device: torch.device,
                 progress: bool = False, workers: int = 1, threads: int | None = None,
                 announce=None) -> list[Member]:
@@ -77,8 +91,15 @@ def fit_members(recipe: Recipe, jobs: Sequence[tuple], device: torch.device,
                 announce(k, len(jobs))
             members.append(fit_member_job(*job, device, progress))
         return members
-    members = run_jobs(fit_member_job, [(*job, device) for job in jobs], workers, threads,
-                       device, "fit heads", progress)
+    apart = [(recipe, {"state": model.state_dict(), "training": model.training,
+                       "shape": (model.encoder_name, model.in_shape, model.proj_hidden,
+                                 model.proj_dim)},
+              images, targets, start, None if head is None else describe(head))
+             for recipe, model, images, targets, start, head in jobs]
+    plain = run_jobs(_fit_member_apart, [(*as_arrays(job), device) for job in apart], workers,
+                     threads, device, "fit heads", progress)
+    members = [Member(rebuild(as_tensors(m["head"])), as_tensors(m["encoder_state"]),
+                      m["losses"], m["features"], m["phases"]) for m in plain]
     for (_, model, *_), member in zip(jobs, members, strict=True):
         if member.encoder_state is not None:  # fine-tuned in a worker: bring it back
             model.encoder.load_state_dict(member.encoder_state)

@@ -13,7 +13,8 @@ A fit's numbers depend on the threads it runs on (a sum's order), never on which
 runs it or when; params fix both, so the same params give the same results. On a GPU, or
 with one worker, every job runs here, one after the other, on the caller's threads.
 
-Workers are spawned (a fresh interpreter: no forked copy of torch's thread pools), ignore
+Jobs send and return arrays, never tensors (`as_arrays`). Workers are spawned (a fresh
+interpreter: no forked copy of torch's thread pools), ignore
 Ctrl-C (the caller stops them), and end when the process that started them ends, even by
 SIGKILL, rather than finish a fit nobody will read.
 """
@@ -22,15 +23,16 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import pickle
 import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing.connection import wait
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import numpy as np
 import torch
+from torch import nn
 
 from pucl.runtime import work
 from pucl.runtime.device import limit_threads
@@ -61,14 +63,49 @@ def _start_worker(threads: int) -> None:
     threading.Thread(target=end_with_parent, name="pucl-end-with-parent", daemon=True).start()
 
 
-def _call(payload: bytes, count: bool) -> bytes:
+def as_arrays(tree: Any) -> Any:
+    """`tree` with every tensor in its dicts, lists and tuples copied to a numpy array:
+    what a job sends to or returns from a worker (`run_jobs`), so that only plain values
+    and arrays cross, never a tensor through torch's shared memory."""
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().cpu().numpy().copy()
+    if isinstance(tree, dict):
+        return {k: as_arrays(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(as_arrays(v) for v in tree)
+    return tree
+
+
+def as_tensors(tree: Any) -> Any:
+    """The inverse of `as_arrays` for the arrays it made (every numpy array becomes a
+    tensor of the same bits)."""
+    if isinstance(tree, np.ndarray):
+        return torch.from_numpy(tree)
+    if isinstance(tree, dict):
+        return {k: as_tensors(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(as_tensors(v) for v in tree)
+    return tree
+
+
+def _refuse_tensors(tree: Any) -> None:
+    if isinstance(tree, (torch.Tensor, nn.Module)):
+        raise TypeError(f"run_jobs sends arrays and plain values, not a {type(tree).__name__}:"
+                        " convert it first (as_arrays; a model as its state dict)")
+    if isinstance(tree, dict):
+        tree = list(tree.values())
+    if isinstance(tree, (list, tuple)):
+        for item in tree:
+            _refuse_tensors(item)
+
+
+def _call(fn: Callable, args: tuple, count: bool) -> tuple[Any, float]:
     """A job in a worker: its result and, when the caller counts work, its work."""
-    fn, args = pickle.loads(payload)
     if not count:
-        return pickle.dumps((fn(*args), 0.0), protocol=pickle.HIGHEST_PROTOCOL)
+        return fn(*args), 0.0
     with work.counting() as tally:
         result = fn(*args)
-    return pickle.dumps((result, tally.macs), protocol=pickle.HIGHEST_PROTOCOL)
+    return result, tally.macs
 
 
 def _stop(pool: ProcessPoolExecutor) -> None:
@@ -83,28 +120,28 @@ def _stop(pool: ProcessPoolExecutor) -> None:
 def run_jobs(fn: Callable[..., T], jobs: Sequence[tuple], workers: int, threads: int,
              device: torch.device, desc: str = "fits", progress: bool = False) -> list[T]:
     """[fn(*job) for job in jobs], in order, spread over `plan`'s processes. `fn` must be
-    a module-level function and its arguments picklable. A job's exception is raised here,
+    a module-level function; its arguments and results plain values, arrays and
+    dataclasses of them, no tensor or module (`as_arrays`: torch's reducers for
+    multiprocessing would move every tensor into shared memory, /dev/shm, and let a
+    worker write into the caller's tensors). A job's exception is raised here,
     and a worker that died (the kernel's out-of-memory killer, say) fails the call as
     BrokenProcessPool, after the other workers are stopped."""
     processes, each = plan(len(jobs), workers, threads, device)
     if processes == 1:
         return [fn(*job) for job in jobs]
+    _refuse_tensors(list(jobs))
     pool = ProcessPoolExecutor(processes, multiprocessing.get_context("spawn"),
                                initializer=_start_worker, initargs=(each,))
     try:
-        # Plain pickle, both ways: torch's own reducers for multiprocessing would move
-        # every tensor into shared memory (/dev/shm: 64 MB in a default container) and let
-        # a worker write into the caller's tensors; a fit here works on its own copies.
         count = work.is_counting()  # the workers' work joins the caller's tally
-        futures = [pool.submit(_call, pickle.dumps((fn, job), protocol=pickle.HIGHEST_PROTOCOL),
-                               count) for job in jobs]
+        futures = [pool.submit(_call, fn, job, count) for job in jobs]
         bar = EpochBar(len(jobs), f"{desc} ({processes} processes)", disable=not progress,
                        unit="fit")
         for _, future in zip(bar, as_completed(futures), strict=True):
             future.result()  # the first failure, as soon as it happens
         results = []
         for future in futures:
-            result, macs = pickle.loads(future.result())
+            result, macs = future.result()
             work.add(macs)
             results.append(result)
     except BaseException:

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -94,12 +95,13 @@ def train_here(out: Path, k: int, recipe: Recipe, images: torch.Tensor,
     return frame
 
 
-def _train_in_worker(directory: str, recipe: Recipe, images: torch.Tensor,
-                     is_labeled: torch.Tensor, prior: float | None, seed: int, fp: str,
+def _train_in_worker(directory: str, recipe: Recipe, images: np.ndarray,
+                     is_labeled: np.ndarray, prior: float | None, seed: int, fp: str,
                      device: torch.device) -> None:
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
-    train_into(path, recipe, images, is_labeled, prior, seed, fp, device)
+    train_into(path, recipe, torch.from_numpy(images), torch.from_numpy(is_labeled), prior,
+               seed, fp, device)
 
 
 def side_by_side(out: Path, recipe: Recipe, images: torch.Tensor, is_labeled: torch.Tensor,
@@ -117,8 +119,8 @@ def side_by_side(out: Path, recipe: Recipe, images: torch.Tensor, is_labeled: to
     for k, _, fp in todo:  # a member stopped while training here resumes in its worker
         member_directory(out, k).mkdir(parents=True, exist_ok=True)
         adopt_checkpoint(out / "checkpoint.pt", member_directory(out, k) / "checkpoint.pt", fp)
-    jobs = [(str(member_directory(out, k)), recipe, images, is_labeled, prior, seed, fp,
-             device) for k, seed, fp in todo]
+    jobs = [(str(member_directory(out, k)), recipe, images.numpy(), is_labeled.numpy(), prior,
+             seed, fp, device) for k, seed, fp in todo]
     run_jobs(_train_in_worker, jobs, workers, threads, device, "pretrain encoders", progress)
     return [k for k, _, _ in todo]
 
