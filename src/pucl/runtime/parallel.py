@@ -63,29 +63,28 @@ def _start_worker(threads: int) -> None:
     threading.Thread(target=end_with_parent, name="pucl-end-with-parent", daemon=True).start()
 
 
+def _map_leaves(tree: Any, kind: type, convert: Callable[[Any], Any]) -> Any:
+    """`tree` with every leaf of `kind` in its dicts, lists and tuples converted."""
+    if isinstance(tree, kind):
+        return convert(tree)
+    if isinstance(tree, dict):
+        return {k: _map_leaves(v, kind, convert) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_map_leaves(v, kind, convert) for v in tree)
+    return tree
+
+
 def as_arrays(tree: Any) -> Any:
     """`tree` with every tensor in its dicts, lists and tuples copied to a numpy array:
     what a job sends to or returns from a worker (`run_jobs`), so that only plain values
     and arrays cross, never a tensor through torch's shared memory."""
-    if isinstance(tree, torch.Tensor):
-        return tree.detach().cpu().numpy().copy()
-    if isinstance(tree, dict):
-        return {k: as_arrays(v) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(as_arrays(v) for v in tree)
-    return tree
+    return _map_leaves(tree, torch.Tensor, lambda t: t.detach().cpu().numpy().copy())
 
 
 def as_tensors(tree: Any) -> Any:
     """The inverse of `as_arrays` for the arrays it made (every numpy array becomes a
     tensor of the same bits)."""
-    if isinstance(tree, np.ndarray):
-        return torch.from_numpy(tree)
-    if isinstance(tree, dict):
-        return {k: as_tensors(v) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(as_tensors(v) for v in tree)
-    return tree
+    return _map_leaves(tree, np.ndarray, torch.from_numpy)
 
 
 def _refuse_tensors(tree: Any) -> None:
